@@ -1,0 +1,67 @@
+# sandfence_bpf_object(NAME SOURCE [VMLINUX] [DEPENDS hdr...])
+#
+# Compiles SOURCE (a .bpf.c) with clang for the BPF target and generates a
+# libbpf skeleton with `bpftool gen skeleton`. Creates an INTERFACE target
+# `NAME_skel` that C++ links against to get `NAME.skel.h` on its include path.
+#
+# VMLINUX: the program uses kernel types (tracing, LSM); vmlinux.h is
+# generated once from the running kernel's BTF and put on the include path.
+# Generated files are ordered through targets, because add_custom_command
+# outputs are only visible inside the directory that declares them.
+
+find_program(SANDFENCE_CLANG NAMES clang clang-14 REQUIRED)
+find_program(SANDFENCE_BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
+
+set(SANDFENCE_BPF_OUT ${CMAKE_BINARY_DIR}/bpf-gen CACHE INTERNAL "")
+file(MAKE_DIRECTORY ${SANDFENCE_BPF_OUT})
+
+if(NOT TARGET sandfence_vmlinux)
+  add_custom_command(
+    OUTPUT ${SANDFENCE_BPF_OUT}/vmlinux.h
+    COMMAND ${SANDFENCE_BPFTOOL} btf dump file /sys/kernel/btf/vmlinux format c
+            > ${SANDFENCE_BPF_OUT}/vmlinux.h.tmp
+    COMMAND ${CMAKE_COMMAND} -E rename ${SANDFENCE_BPF_OUT}/vmlinux.h.tmp
+            ${SANDFENCE_BPF_OUT}/vmlinux.h
+    COMMENT "Generating vmlinux.h from the running kernel's BTF")
+  add_custom_target(sandfence_vmlinux DEPENDS ${SANDFENCE_BPF_OUT}/vmlinux.h)
+endif()
+
+function(sandfence_bpf_object name source)
+  cmake_parse_arguments(ARG "VMLINUX" "" "DEPENDS" ${ARGN})
+  get_filename_component(src ${source} ABSOLUTE)
+  set(obj ${SANDFENCE_BPF_OUT}/${name}.bpf.o)
+  set(skel ${SANDFENCE_BPF_OUT}/${name}.skel.h)
+
+  set(flags -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
+      -I${CMAKE_SOURCE_DIR}/bpf -I${SANDFENCE_BPF_OUT}
+      -idirafter /usr/include/x86_64-linux-gnu)
+  set(deps ${src} ${ARG_DEPENDS})
+  if(ARG_VMLINUX)
+    list(APPEND deps ${SANDFENCE_BPF_OUT}/vmlinux.h)
+  endif()
+
+  add_custom_command(
+    OUTPUT ${obj}
+    COMMAND ${SANDFENCE_CLANG} ${flags} -c ${src} -o ${obj}
+    DEPENDS ${deps}
+    IMPLICIT_DEPENDS C ${src}
+    COMMENT "BPF ${name}.bpf.o"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT ${skel}
+    COMMAND ${SANDFENCE_BPFTOOL} gen skeleton ${obj} name ${name} > ${skel}.tmp
+    COMMAND ${CMAKE_COMMAND} -E rename ${skel}.tmp ${skel}
+    DEPENDS ${obj}
+    COMMENT "Skeleton ${name}.skel.h"
+    VERBATIM)
+  add_custom_target(${name}_skel_gen DEPENDS ${skel})
+  if(ARG_VMLINUX)
+    add_dependencies(${name}_skel_gen sandfence_vmlinux)
+  endif()
+
+  add_library(${name}_skel INTERFACE)
+  add_dependencies(${name}_skel ${name}_skel_gen)
+  target_include_directories(${name}_skel INTERFACE ${SANDFENCE_BPF_OUT}
+                             ${CMAKE_SOURCE_DIR}/bpf)
+  target_link_libraries(${name}_skel INTERFACE PkgConfig::LIBBPF)
+endfunction()

@@ -1,0 +1,75 @@
+#include "common/status.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace sandfence {
+
+Refusal RefusalOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return Refusal::kNone;
+    case absl::StatusCode::kInvalidArgument:
+      return Refusal::kMalformed;
+    case absl::StatusCode::kFailedPrecondition:
+      return Refusal::kRejected;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return Refusal::kUnavailable;
+    default:
+      return Refusal::kInternal;
+  }
+}
+
+absl::string_view RefusalName(Refusal refusal) {
+  switch (refusal) {
+    case Refusal::kNone:
+      return "ok";
+    case Refusal::kMalformed:
+      return "malformed";
+    case Refusal::kRejected:
+      return "rejected";
+    case Refusal::kUnavailable:
+      return "unavailable";
+    case Refusal::kInternal:
+      return "internal";
+  }
+  return "internal";
+}
+
+absl::Status Malformed(absl::string_view message) {
+  return absl::InvalidArgumentError(message);
+}
+
+absl::Status Rejected(absl::string_view message) {
+  return absl::FailedPreconditionError(message);
+}
+
+absl::Status Unavailable(absl::string_view message) {
+  return absl::UnavailableError(message);
+}
+
+absl::Status ErrnoError(int err, absl::string_view what) {
+  return absl::ErrnoToStatus(err, what);
+}
+
+int ExitCodeFor(const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kPermissionDenied) return kExitNoPerm;
+  switch (RefusalOf(status)) {
+    case Refusal::kNone:
+      return kExitOk;
+    case Refusal::kMalformed:
+      return kExitDataErr;
+    case Refusal::kRejected:
+      return kExitConfig;
+    case Refusal::kUnavailable:
+      return kExitTempFail;
+    case Refusal::kInternal:
+      return kExitSoftware;
+  }
+  return kExitSoftware;
+}
+
+}  // namespace sandfence

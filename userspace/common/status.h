@@ -1,0 +1,50 @@
+// Refusal classes and errno-carrying errors, shared by every module.
+//
+// A refusal class is recoverable from the status code alone, so it survives
+// any layer that passes a status along unchanged:
+//   InvalidArgument     malformed input: fix the request       (exit 65)
+//   FailedPrecondition  rejected: can never be enforced          (exit 78)
+//   Unavailable         transient: the same request may succeed  (exit 75)
+// Anything else is an internal or system error (exit 70).
+#ifndef SANDFENCE_COMMON_STATUS_H_
+#define SANDFENCE_COMMON_STATUS_H_
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+
+namespace sandfence {
+
+enum class Refusal {
+  kNone,         // OK
+  kMalformed,    // InvalidArgument
+  kRejected,     // FailedPrecondition: never retry
+  kUnavailable,  // Unavailable: retry may help
+  kInternal,     // anything else
+};
+
+Refusal RefusalOf(const absl::Status& status);
+absl::string_view RefusalName(Refusal refusal);
+
+absl::Status Malformed(absl::string_view message);
+absl::Status Rejected(absl::string_view message);
+absl::Status Unavailable(absl::string_view message);
+
+// An error from a failed system call: keeps errno in the status (code and
+// message) so that callers can tell EPERM from ENOENT.
+absl::Status ErrnoError(int err, absl::string_view what);
+
+// sysexits(3) codes for the command line.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 64;
+inline constexpr int kExitDataErr = 65;
+inline constexpr int kExitSoftware = 70;
+inline constexpr int kExitTempFail = 75;
+inline constexpr int kExitNoPerm = 77;
+inline constexpr int kExitConfig = 78;
+
+int ExitCodeFor(const absl::Status& status);
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_COMMON_STATUS_H_

@@ -1,0 +1,81 @@
+// The compiler's output: the exact rules of each phase, or nothing.
+// The egress controller turns these into kernel map entries; `check`
+// prints them; records store them.
+#ifndef SANDFENCE_COMPILE_COMPILED_POLICY_H_
+#define SANDFENCE_COMPILE_COMPILED_POLICY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/ip.h"
+#include "sandfence/v1/policy.pb.h"
+
+namespace sandfence {
+
+// IANA protocol numbers, as the kernel sees them.
+enum class L4 : uint8_t { kTcp = 6, kUdp = 17 };
+
+enum class RuleSource : uint8_t { kModel, kTool, kAllow, kDns };
+
+struct Rule {
+  L4 protocol = L4::kTcp;
+  IpPrefix dest = IpPrefix::Host(IpAddress());  // IPv4 for mapped literals
+  uint16_t port_first = 0;
+  uint16_t port_last = 0;  // == port_first for a single port
+  RuleSource source = RuleSource::kAllow;
+  // What the rule was granted for: the host name of the URL or allow rule
+  // ("model.internal"), a tool's name, or "dns".
+  std::string origin;
+
+  friend bool operator==(const Rule&, const Rule&) = default;
+};
+
+// An optional grant that could not be honoured and was left out.
+struct DroppedGrant {
+  std::string url;
+  std::string name;
+  std::string reason;  // e.g. "model_only drops optional tool grants"
+};
+
+struct CompiledPhase {
+  std::string name;
+  v1::NetworkAccess access = v1::NETWORK_ACCESS_UNSPECIFIED;
+  // Sorted (protocol, family, address, prefix length, port) and merged:
+  // no rule is a duplicate of, or contained in, another.
+  std::vector<Rule> rules;
+  std::vector<DroppedGrant> dropped;
+  v1::Loopback loopback = v1::LOOPBACK_DEFAULT;
+  v1::Guard::Mode guard = v1::Guard::AUTO;
+  v1::Audit::Allowed audit_allowed = v1::Audit::FIRST_PER_DESTINATION;
+
+  bool restricted() const { return access != v1::INHERIT; }
+};
+
+struct CompiledPolicy {
+  std::string name;
+  // sha256 hex of the deterministic serialization of the input PolicySet
+  // (after CLI overlays), for records.
+  std::string content_hash;
+  std::vector<CompiledPhase> phases;
+
+  // nullptr when absent.
+  const CompiledPhase* FindPhase(absl::string_view name) const {
+    for (const auto& p : phases) {
+      if (p.name == name) return &p;
+    }
+    return nullptr;
+  }
+};
+
+// What the compiler knows of the sandbox.
+struct CompileContext {
+  // The sandbox has its own network namespace: host loopback is unreachable.
+  bool own_netns = false;
+  // The sandbox belongs to another owner: only INHERIT may be applied.
+  bool borrowed = false;
+};
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_COMPILE_COMPILED_POLICY_H_
