@@ -36,6 +36,9 @@ struct DroppedGrant {
   std::string url;
   std::string name;
   std::string reason;  // e.g. "model_only drops optional tool grants"
+  // kTool for a tool grant; kDns for a host resolver (dns SYSTEM) that the
+  // sandbox cannot reach, with url "IP:PORT" and name "dns".
+  RuleSource source = RuleSource::kTool;
 };
 
 struct CompiledPhase {
@@ -60,9 +63,9 @@ struct CompiledPolicy {
   std::vector<CompiledPhase> phases;
 
   // nullptr when absent.
-  const CompiledPhase* FindPhase(absl::string_view name) const {
+  const CompiledPhase* FindPhase(absl::string_view phase_name) const {
     for (const auto& p : phases) {
-      if (p.name == name) return &p;
+      if (p.name == phase_name) return &p;
     }
     return nullptr;
   }

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Egress enforcement for sandboxes: cgroup sock_addr hooks judge every
+ * connect and every addressed send, sock_create refuses raw and exotic
+ * sockets, and a cgroup_skb egress backstop drops new flows that reached the
+ * wire without passing a hook. The programs are attached to sandbox cgroups
+ * only; sf_sandboxes says which policy generation each sandbox is on.
+ *
+ * Order in every hook: decide, count, then try to record. A failed
+ * ring-buffer reserve is counted per sandbox and never changes a verdict.
+ */
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "egress/egress_verdict.bpf.h"
+
+#ifndef SOCK_RAW
+#define SOCK_RAW 3
+#endif
+#ifndef SOCK_STREAM
+#define SOCK_STREAM 1
+#endif
+#ifndef SOCK_DGRAM
+#define SOCK_DGRAM 2
+#endif
+
+/* Set by the controller before load: the netns cookie of the host netns. */
+const volatile __u64 sf_host_netns = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22); /* the controller may resize it */
+} sf_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_SANDBOXES);
+	__type(key, __u64);
+	__type(value, struct sf_counters);
+} sf_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SF_SEEN_ENTRIES);
+	__type(key, struct sf_seen_key);
+	__type(value, __u8);
+} sf_seen SEC(".maps");
+
+/* The sandbox that governs the caller, or none. */
+struct sf_found {
+	__u64 id;
+	const struct sf_sandbox *sb;
+};
+
+static __always_inline struct sf_counters *sf_counters_of(__u64 id)
+{
+	struct sf_counters *c = bpf_map_lookup_elem(&sf_counters, &id);
+
+	if (!c) {
+		struct sf_counters zero = {};
+
+		bpf_map_update_elem(&sf_counters, &id, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&sf_counters, &id);
+	}
+	return c;
+}
+
+/* Whether an allow on d should be recorded under sandbox id. */
+static __always_inline bool sf_should_record_allow(__u64 id,
+						   const struct sf_sandbox *sb,
+						   const struct sf_dest *d)
+{
+	if (sb->flags & SF_SB_AUDIT_ALLOW_ALL)
+		return true;
+	if (!(sb->flags & SF_SB_AUDIT_ALLOW_FIRST))
+		return false;
+
+	struct sf_seen_key k = {
+		.sandbox = id,
+		.generation = sb->generation,
+		.protocol = d->protocol,
+		.family = d->family,
+		.port = d->port,
+	};
+	__u8 one = 1;
+
+	__builtin_memcpy(k.addr, d->addr, 16);
+	/* Inserted now: the first allow to this destination in this phase. */
+	return bpf_map_update_elem(&sf_seen, &k, &one, BPF_NOEXIST) == 0;
+}
+
+static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
+				      const struct sf_decision *dec,
+				      __u32 generation, __u8 hook,
+				      __u8 sock_type)
+{
+	struct sf_counters *c = sf_counters_of(sandbox);
+	struct sf_net_event *e;
+	__u64 pid_tgid, uid_gid;
+
+	if (c) {
+		if (dec->verdict == SF_VERDICT_ALLOW)
+			__sync_fetch_and_add(&c->allowed, 1);
+		else
+			__sync_fetch_and_add(&c->denied, 1);
+	}
+
+	e = bpf_ringbuf_reserve(&sf_events, sizeof(*e), 0);
+	if (!e) {
+		if (c)
+			__sync_fetch_and_add(&c->events_lost, 1);
+		return;
+	}
+	pid_tgid = bpf_get_current_pid_tgid();
+	uid_gid = bpf_get_current_uid_gid();
+	e->type = SF_EVENT_NET;
+	e->hook = hook;
+	e->verdict = dec->verdict;
+	e->reason = dec->reason;
+	e->protocol = d->protocol;
+	e->family = d->family;
+	e->sock_type = sock_type;
+	e->port = d->port;
+	e->pad = 0;
+	e->rule_id = dec->rule_id;
+	e->generation = generation;
+	e->pid = (__u32)pid_tgid;
+	e->tgid = pid_tgid >> 32;
+	e->uid = (__u32)uid_gid;
+	e->gid = uid_gid >> 32;
+	e->boot_ns = bpf_ktime_get_boot_ns();
+	e->sandbox = sandbox;
+	e->cgroup = bpf_get_current_cgroup_id();
+	__builtin_memcpy(e->addr, d->addr, 16);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+/*
+ * Judges d for every sandbox among the caller's cgroup ancestors, outermost
+ * first: a nested sandbox can narrow its parent's policy, never widen it.
+ * No sandbox at all in a hook that is attached only to sandboxes means the
+ * socket outlived or escaped its sandbox: deny.
+ */
+static __always_inline int sf_judge(const struct sf_dest *d, bool own_netns,
+				    __u8 hook, __u8 sock_type,
+				    bool sock_check)
+{
+	struct sf_decision dec = {}, last = {};
+	__u64 last_id = 0;
+	__u32 last_gen = 0;
+	const struct sf_sandbox *last_sb = 0;
+
+	for (int level = 1; level < SF_MAX_CGROUP_DEPTH; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		const struct sf_sandbox *sb;
+
+		if (!id)
+			break;
+		sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
+		if (!sb)
+			continue;
+		if (sock_check) {
+			/* Only raw sockets and non-TCP/UDP protocols are refused. */
+			if (!(sb->flags & SF_SB_RESTRICTED))
+				sf_set(&dec, SF_VERDICT_ALLOW,
+				       SF_REASON_UNRESTRICTED, SF_NO_RULE);
+			else if (sock_type == SOCK_RAW)
+				sf_set(&dec, SF_VERDICT_DENY,
+				       SF_REASON_SOCKET_TYPE, SF_NO_RULE);
+			else if (d->protocol != IPPROTO_TCP &&
+				 d->protocol != IPPROTO_UDP)
+				sf_set(&dec, SF_VERDICT_DENY,
+				       SF_REASON_PROTOCOL, SF_NO_RULE);
+			else
+				sf_set(&dec, SF_VERDICT_ALLOW, SF_REASON_RULE,
+				       SF_NO_RULE);
+		} else {
+			sf_decide(sb, d, own_netns, &dec);
+		}
+		if (dec.verdict == SF_VERDICT_DENY) {
+			sf_record(id, d, &dec, sb->generation, hook, sock_type);
+			return 0;
+		}
+		last = dec;
+		last_id = id;
+		last_gen = sb->generation;
+		last_sb = sb;
+	}
+
+	if (!last_sb) {
+		sf_set(&dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX, SF_NO_RULE);
+		sf_record(bpf_get_current_cgroup_id(), d, &dec, 0, hook,
+			  sock_type);
+		return 0;
+	}
+	/* Socket creation that passes is not an event worth recording. */
+	if (!sock_check && sf_should_record_allow(last_id, last_sb, d))
+		sf_record(last_id, d, &last, last_gen, hook, sock_type);
+	else if (!sock_check) {
+		struct sf_counters *c = sf_counters_of(last_id);
+
+		if (c)
+			__sync_fetch_and_add(&c->allowed, 1);
+	}
+	return 1;
+}
+
+static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx)
+{
+	return sf_host_netns && bpf_get_netns_cookie(ctx) != sf_host_netns;
+}
+
+static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	struct sf_dest d = {
+		.family = AF_INET,
+		.protocol = ctx->protocol,
+		.port = bpf_ntohs((__u16)ctx->user_port),
+		.addr = { ctx->user_ip4 },
+	};
+
+	return sf_judge(&d, sf_own_netns(ctx), hook, ctx->type, false);
+}
+
+static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	struct sf_dest d = {
+		.protocol = ctx->protocol,
+		.port = bpf_ntohs((__u16)ctx->user_port),
+	};
+	__u32 a[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2],
+		       ctx->user_ip6[3] };
+
+	sf_dest_from6(&d, a);
+	return sf_judge(&d, sf_own_netns(ctx), hook, ctx->type, false);
+}
+
+SEC("cgroup/connect4")
+int sf_connect4(struct bpf_sock_addr *ctx)
+{
+	return sf_addr4(ctx, SF_HOOK_CONNECT4);
+}
+
+SEC("cgroup/connect6")
+int sf_connect6(struct bpf_sock_addr *ctx)
+{
+	return sf_addr6(ctx, SF_HOOK_CONNECT6);
+}
+
+SEC("cgroup/sendmsg4")
+int sf_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return sf_addr4(ctx, SF_HOOK_SENDMSG4);
+}
+
+SEC("cgroup/sendmsg6")
+int sf_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return sf_addr6(ctx, SF_HOOK_SENDMSG6);
+}
+
+SEC("cgroup/sock_create")
+int sf_sock_create(struct bpf_sock *sk)
+{
+	struct sf_dest d = {
+		.family = sk->family,
+		.protocol = sk->protocol,
+	};
+
+	return sf_judge(&d, false, SF_HOOK_SOCK_CREATE, sk->type, true);
+}
+
+/*
+ * The backstop judges what a hook should have judged: the first packet of
+ * a TCP connection (SYN without ACK) and every UDP datagram's first
+ * fragment. Later TCP segments belong to connections a hook already judged
+ * (or that the sandbox accepted); other protocols cannot come from a socket
+ * sock_create allowed, so they are dropped.
+ */
+static __always_inline int sf_skb_judge(struct __sk_buff *skb,
+					struct sf_dest *d, __u32 l4_off,
+					bool own_netns)
+{
+	if (d->protocol == IPPROTO_TCP) {
+		struct tcphdr th;
+
+		if (bpf_skb_load_bytes(skb, l4_off, &th, sizeof(th)))
+			return 1;
+		if (!th.syn || th.ack)
+			return 1;
+		d->port = bpf_ntohs(th.dest);
+	} else if (d->protocol == IPPROTO_UDP) {
+		struct udphdr uh;
+
+		if (bpf_skb_load_bytes(skb, l4_off, &uh, sizeof(uh)))
+			return 1;
+		d->port = bpf_ntohs(uh.dest);
+	}
+
+	struct sf_decision dec = {};
+
+	for (int level = 1; level < SF_MAX_CGROUP_DEPTH; level++) {
+		__u64 id = bpf_skb_ancestor_cgroup_id(skb, level);
+		const struct sf_sandbox *sb;
+
+		if (!id)
+			break;
+		sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
+		if (!sb)
+			continue;
+		sf_decide(sb, d, own_netns, &dec);
+		if (dec.verdict == SF_VERDICT_DENY) {
+			sf_record(id, d, &dec, sb->generation,
+				  SF_HOOK_SKB_EGRESS, 0);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+SEC("cgroup_skb/egress")
+int sf_skb_egress(struct __sk_buff *skb)
+{
+	struct sf_dest d = {};
+	bool own_netns = sf_host_netns &&
+			 bpf_get_netns_cookie(skb) != sf_host_netns;
+
+	if (skb->protocol == bpf_htons(0x0800 /* ETH_P_IP */)) {
+		struct iphdr iph;
+
+		if (bpf_skb_load_bytes(skb, 0, &iph, sizeof(iph)))
+			return 1;
+		/* Non-first fragments carry no ports; the first was judged. */
+		if (iph.frag_off & bpf_htons(0x1fff))
+			return 1;
+		d.family = AF_INET;
+		d.protocol = iph.protocol;
+		d.addr[0] = iph.daddr;
+		return sf_skb_judge(skb, &d, iph.ihl * 4, own_netns);
+	}
+	if (skb->protocol == bpf_htons(0x86DD /* ETH_P_IPV6 */)) {
+		struct ipv6hdr ip6;
+		__u32 off = sizeof(ip6);
+
+		if (bpf_skb_load_bytes(skb, 0, &ip6, sizeof(ip6)))
+			return 1;
+		d.protocol = ip6.nexthdr;
+		if (d.protocol == 44 /* NEXTHDR_FRAGMENT */) {
+			struct {
+				__u8 nexthdr, reserved;
+				__be16 frag_off;
+				__be32 id;
+			} fh;
+
+			if (bpf_skb_load_bytes(skb, off, &fh, sizeof(fh)))
+				return 1;
+			if (fh.frag_off & bpf_htons(0xfff8))
+				return 1;
+			d.protocol = fh.nexthdr;
+			off += sizeof(fh);
+		}
+		sf_dest_from6(&d, ip6.daddr.in6_u.u6_addr32);
+		return sf_skb_judge(skb, &d, off, own_netns);
+	}
+	return 1;
+}
+
+char LICENSE[] SEC("license") = "GPL";

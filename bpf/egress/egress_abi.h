@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The egress ABI: every struct and constant shared by the BPF programs in
+ * this folder and the C++ controller. Both sides include this one header and
+ * assert the sizes, so a layout change breaks the build, not the kernel.
+ *
+ * Byte order: addresses are network order (as the kernel hands them to
+ * sock_addr programs); ports are host order.
+ */
+#ifndef SANDFENCE_BPF_EGRESS_ABI_H
+#define SANDFENCE_BPF_EGRESS_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#ifdef __cplusplus
+#define SF_STATIC_ASSERT static_assert
+#else
+#define SF_STATIC_ASSERT _Static_assert
+#endif
+
+/* How deep below the cgroup root the programs look for a sandbox. */
+#define SF_MAX_CGROUP_DEPTH 16
+/* Port ranges one CIDR entry can hold (the compiler refuses more). */
+#define SF_MAX_PORT_RANGES 8
+/* No rule matched / no rule applies. */
+#define SF_NO_RULE 0xffffffffu
+
+#define SF_MAX_SANDBOXES 65536
+#define SF_MAX_EXACT_RULES (1u << 20)
+#define SF_MAX_CIDR_RULES (1u << 18)
+#define SF_SEEN_ENTRIES 65536
+
+/* sf_sandbox.flags */
+#define SF_SB_RESTRICTED (1u << 0)   /* the allowlist applies */
+#define SF_SB_OWN_LOOPBACK (1u << 1) /* a private netns may use its loopback */
+#define SF_SB_AUDIT_ALLOW_ALL (1u << 2)   /* an event for every allow */
+#define SF_SB_AUDIT_ALLOW_FIRST (1u << 3) /* ...for the first per destination */
+
+/* Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). */
+struct sf_sandbox {
+	__u32 generation; /* keys the rule maps; flipped on a phase switch */
+	__u32 flags;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_sandbox) == 8, "sf_sandbox layout");
+
+/* Value of sf_counters, keyed by the sandbox cgroup's id. */
+struct sf_counters {
+	__u64 allowed;
+	__u64 denied;
+	__u64 events_lost; /* ring-buffer reserve failures */
+	__u64 reserved;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_counters) == 32, "sf_counters layout");
+
+/* sf_exact4: one (protocol, address, port) per entry. */
+struct sf_exact4_key {
+	__u32 generation;
+	__u8 protocol; /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;
+	__u16 port;
+	__u32 addr;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_exact4_key) == 12, "sf_exact4_key layout");
+
+struct sf_exact6_key {
+	__u32 generation;
+	__u8 protocol;
+	__u8 pad;
+	__u16 port;
+	__u8 addr[16];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_exact6_key) == 24, "sf_exact6_key layout");
+
+/* Value of the exact maps: which compiled rule allowed it. */
+struct sf_rule_ref {
+	__u32 rule_id;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_rule_ref) == 4, "sf_rule_ref layout");
+
+/*
+ * LPM keys. The prefix covers generation, protocol and pad (64 bits) and
+ * then the address prefix, so a lookup never crosses a generation or a
+ * protocol: prefixlen = SF_LPM_FIXED_BITS + address prefix length.
+ */
+#define SF_LPM_FIXED_BITS 64
+struct sf_cidr4_key {
+	__u32 prefixlen;
+	__u32 generation;
+	__u8 protocol;
+	__u8 pad[3];
+	__u32 addr;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_cidr4_key) == 16, "sf_cidr4_key layout");
+
+struct sf_cidr6_key {
+	__u32 prefixlen;
+	__u32 generation;
+	__u8 protocol;
+	__u8 pad[3];
+	__u8 addr[16];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_cidr6_key) == 28, "sf_cidr6_key layout");
+
+struct sf_port_range {
+	__u16 first;
+	__u16 last;
+	__u32 rule_id;
+};
+
+/*
+ * Value of the LPM maps. The longest prefix wins in an LPM trie, so each
+ * entry carries the port ranges of every shorter prefix that contains it
+ * (the controller merges them): the one lookup is the whole answer.
+ */
+struct sf_cidr_value {
+	__u32 nranges;
+	__u32 pad;
+	struct sf_port_range ranges[SF_MAX_PORT_RANGES];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_cidr_value) == 8 + 8 * SF_MAX_PORT_RANGES,
+		 "sf_cidr_value layout");
+
+/* Key of sf_seen: allowed destinations already reported (FIRST mode). */
+struct sf_seen_key {
+	__u64 sandbox;
+	__u32 generation;
+	__u8 protocol;
+	__u8 family;
+	__u16 port;
+	__u8 addr[16];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_seen_key) == 32, "sf_seen_key layout");
+
+/* Event records on the sf_events ring buffer. */
+enum sf_event_type {
+	SF_EVENT_NET = 1,
+};
+
+enum sf_hook {
+	SF_HOOK_CONNECT4 = 1,
+	SF_HOOK_CONNECT6 = 2,
+	SF_HOOK_SENDMSG4 = 3,
+	SF_HOOK_SENDMSG6 = 4,
+	SF_HOOK_SOCK_CREATE = 5,
+	SF_HOOK_SKB_EGRESS = 6,
+};
+
+enum sf_verdict {
+	SF_VERDICT_ALLOW = 1,
+	SF_VERDICT_DENY = 2,
+};
+
+enum sf_reason {
+	SF_REASON_RULE = 1,          /* allowed by rule_id */
+	SF_REASON_NO_RULE = 2,       /* restricted and no rule matched */
+	SF_REASON_UNRESTRICTED = 3,  /* the sandbox's phase is inherit */
+	SF_REASON_OWN_LOOPBACK = 4,  /* loopback of the sandbox's own netns */
+	SF_REASON_NO_SANDBOX = 5,    /* hook ran but no sandbox is known */
+	SF_REASON_SOCKET_TYPE = 6,   /* raw socket in a restricted sandbox */
+	SF_REASON_PROTOCOL = 7,      /* not TCP or UDP in a restricted sandbox */
+};
+
+struct sf_net_event {
+	__u16 type; /* SF_EVENT_NET */
+	__u8 hook;
+	__u8 verdict;
+	__u8 reason;
+	__u8 protocol;  /* IPPROTO_*, or the socket's protocol at creation */
+	__u8 family;    /* AF_INET (also for IPv4-mapped IPv6) or AF_INET6 */
+	__u8 sock_type; /* SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, ... */
+	__u16 port;
+	__u16 pad;
+	__u32 rule_id;
+	__u32 generation;
+	__u32 pid; /* thread id */
+	__u32 tgid;
+	__u32 uid;
+	__u32 gid;
+	__u64 boot_ns;  /* bpf_ktime_get_boot_ns() */
+	__u64 sandbox;  /* cgroup id of the sandbox that judged */
+	__u64 cgroup;   /* cgroup id of the task (may be nested deeper) */
+	__u8 addr[16];  /* IPv4 in the first 4 bytes */
+	char comm[16];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_net_event) == 96, "sf_net_event layout");
+
+/* One sandbox's verdict on one destination (egress_verdict.bpf.h). */
+struct sf_decision {
+	__u8 verdict;
+	__u8 reason;
+	__u16 pad;
+	__u32 rule_id;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_decision) == 8, "sf_decision layout");
+
+/* Input of the raw_tp test harness (egress_harness.bpf.c). */
+struct sf_harness_in {
+	struct sf_sandbox sandbox;
+	__u8 family;   /* AF_INET or AF_INET6, as the hook saw it */
+	__u8 protocol;
+	__u8 own_netns;
+	__u8 pad;
+	__u16 port;
+	__u16 pad2;
+	__u32 addr[4]; /* as in sockaddr: IPv6 may be v4-mapped */
+};
+SF_STATIC_ASSERT(sizeof(struct sf_harness_in) == 32, "sf_harness_in layout");
+
+#endif /* SANDFENCE_BPF_EGRESS_ABI_H */

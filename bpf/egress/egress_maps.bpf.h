@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The egress maps, shared by the enforcing programs (egress.bpf.c) and the
+ * test harness (egress_harness.bpf.c) so that both judge with the same
+ * layout. Sizes come from egress_abi.h.
+ */
+#ifndef SANDFENCE_BPF_EGRESS_MAPS_BPF_H
+#define SANDFENCE_BPF_EGRESS_MAPS_BPF_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "egress/egress_abi.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_SANDBOXES);
+	__type(key, __u64);
+	__type(value, struct sf_sandbox);
+} sf_sandboxes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_EXACT_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sf_exact4_key);
+	__type(value, struct sf_rule_ref);
+} sf_exact4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_EXACT_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sf_exact6_key);
+	__type(value, struct sf_rule_ref);
+} sf_exact6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SF_MAX_CIDR_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sf_cidr4_key);
+	__type(value, struct sf_cidr_value);
+} sf_cidr4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SF_MAX_CIDR_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sf_cidr6_key);
+	__type(value, struct sf_cidr_value);
+} sf_cidr6 SEC(".maps");
+
+#endif /* SANDFENCE_BPF_EGRESS_MAPS_BPF_H */

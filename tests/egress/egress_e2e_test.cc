@@ -1,0 +1,342 @@
+// Egress enforcement end to end: real sandboxes (cgroups), the real
+// programs, real sockets, real child processes. Each row of the table is a
+// case a user would recognize; the child's exit status is the errno its
+// attempt got (0 = it went through, EPERM = denied by sandfence).
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cerrno>
+#include <thread>
+
+#include "egress/net_event.h"
+#include "support/test_env.h"
+#include "tests/egress/egress_fixture.h"
+
+namespace sandfence::testing {
+namespace {
+
+class EgressE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) return;
+    auto c = EgressController::Create();
+    ASSERT_TRUE(c.ok()) << c.status();
+    controller_ = c->release();
+  }
+  static void TearDownTestSuite() {
+    delete controller_;
+    controller_ = nullptr;
+    if (!TestCgroupRoot().empty()) rmdir(TestCgroupRoot().c_str());
+  }
+
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    model_ = Listen("127.0.0.2");
+    model_other_ = Listen("127.0.0.2");
+    tool_ = Listen("127.0.0.3");
+    forbidden_ = Listen("127.0.0.4");
+    resolver_ = Listen("127.0.0.5", 0);
+    v6_ = Listen("::1");
+    v6_other_ = Listen("::1");
+  }
+
+  // A fresh sandbox with `phase` attached; removed (and its processes
+  // killed) when the test ends.
+  Cgroup NewSandbox(const CompiledPhase& phase) {
+    static int n = 0;
+    auto cg = Cgroup::Create(
+        absl::StrCat(TestCgroupRoot(), "/sb", ++n, "-", getpid()));
+    EXPECT_TRUE(cg.ok()) << cg.status();
+    absl::Status s = controller_->AddSandbox(cg->fd(), cg->id(), phase);
+    EXPECT_TRUE(s.ok()) << s;
+    sandbox_ids_.push_back(cg->id());
+    return *std::move(cg);
+  }
+
+  void TearDown() override {
+    for (uint64_t id : sandbox_ids_) {
+      if (controller_) controller_->RemoveSandbox(id).IgnoreError();
+    }
+  }
+
+  // Runs net_probe in the sandbox and returns its exit status.
+  int Probe(const Cgroup& sandbox, std::vector<std::string> args,
+            bool new_netns = false) {
+    SpawnOptions o;
+    o.cgroup_fd = sandbox.fd();
+    o.argv = {NetProbePath()};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.new_netns = new_netns;
+    auto pid = SpawnInCgroup(o);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    if (!pid.ok()) return -1;
+    auto status = WaitForExit(*pid);
+    return status.ok() ? *status : -1;
+  }
+
+  static EgressController* controller_;
+  Listener model_, model_other_, tool_, forbidden_, resolver_, v6_, v6_other_;
+  std::vector<uint64_t> sandbox_ids_;
+};
+
+EgressController* EgressE2eTest::controller_ = nullptr;
+
+std::string Port(uint16_t p) { return std::to_string(p); }
+
+// The model_only-like policy most rows use: the model at 127.0.0.2 on its
+// port (TCP), ::1 on one port, and DNS to 127.0.0.5:<resolver port>.
+CompiledPhase ModelOnly(const EgressE2eTest&, uint16_t model, uint16_t v6,
+                        uint16_t dns) {
+  return Phase(v1::MODEL_ONLY,
+               {TcpRule("127.0.0.2", model), TcpRule("::1", v6),
+                UdpRule("127.0.0.5", dns), TcpRule("127.0.0.5", dns)});
+}
+
+TEST_F(EgressE2eTest, ScenarioTable) {
+  const CompiledPhase policy =
+      ModelOnly(*this, model_.port, v6_.port, resolver_.port);
+  Cgroup sb = NewSandbox(policy);
+  struct Case {
+    const char* name;
+    std::vector<std::string> args;
+    int expected;
+  };
+  const std::string m = Port(model_.port), mo = Port(model_other_.port),
+                    f = Port(forbidden_.port), t = Port(tool_.port),
+                    r = Port(resolver_.port), v6 = Port(v6_.port),
+                    v6o = Port(v6_other_.port);
+  const Case cases[] = {
+      {"allowed host and port", {"tcp-connect", "127.0.0.2", m}, 0},
+      {"allowed host, other port", {"tcp-connect", "127.0.0.2", mo}, EPERM},
+      {"forbidden host", {"tcp-connect", "127.0.0.4", f}, EPERM},
+      {"tool host not granted", {"tcp-connect", "127.0.0.3", t}, EPERM},
+      {"IPv6 allowed", {"tcp-connect", "::1", v6}, 0},
+      {"IPv6 other port", {"tcp-connect", "::1", v6o}, EPERM},
+      {"IPv4-mapped IPv6 to the allowed IPv4",
+       {"tcp-connect", "::ffff:127.0.0.2", m}, 0},
+      {"IPv4-mapped IPv6 to a forbidden IPv4",
+       {"tcp-connect", "::ffff:127.0.0.4", f}, EPERM},
+      {"UDP sendto without connect, forbidden",
+       {"udp-sendto", "127.0.0.4", f}, EPERM},
+      {"UDP connect, forbidden", {"udp-connect", "127.0.0.4", f}, EPERM},
+      {"UDP sendmmsg, forbidden", {"udp-sendmmsg", "127.0.0.4", f}, EPERM},
+      {"UDP to the allowed resolver", {"udp-sendto", "127.0.0.5", r}, 0},
+      {"DNS to a resolver the policy does not allow",
+       {"udp-sendto", "127.0.0.6", r}, EPERM},
+      {"TCP to the allowed resolver", {"tcp-connect", "127.0.0.5", r}, 0},
+      {"TCP Fast Open to a forbidden host",
+       {"tcp-fastopen", "127.0.0.4", f}, EPERM},
+      {"io_uring connect to a forbidden host",
+       {"uring-connect", "127.0.0.4", f}, EPERM},
+      {"io_uring connect to the model", {"uring-connect", "127.0.0.2", m}, 0},
+      {"raw socket", {"raw-socket", "127.0.0.4", "0"}, EPERM},
+      {"raw IPv6 socket", {"raw-socket", "::1", "0"}, EPERM},
+      {"packet socket (CAP_NET_RAW dropped)",
+       {"packet-socket", "127.0.0.4", "0"}, EPERM},
+      {"a grandchild to a forbidden host",
+       {"--fork", "tcp-connect", "127.0.0.4", f}, EPERM},
+      {"a grandchild to the model", {"--fork", "tcp-connect", "127.0.0.2", m},
+       0},
+      {"connect to 0.0.0.0 (the local host)",
+       {"tcp-connect", "0.0.0.0", f}, EPERM},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(Probe(sb, c.args), c.expected) << c.name;
+  }
+}
+
+TEST_F(EgressE2eTest, NestedCgroupInsideTheSandboxIsEnforced) {
+  Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
+  std::string inner = sb.path() + "/inner";
+  ASSERT_EQ(mkdir(inner.c_str(), 0755), 0);
+  EXPECT_EQ(Probe(sb, {"--join-cgroup", inner, "tcp-connect", "127.0.0.4",
+                       Port(forbidden_.port)}),
+            EPERM);
+  EXPECT_EQ(Probe(sb, {"--join-cgroup", inner, "tcp-connect", "127.0.0.2",
+                       Port(model_.port)}),
+            0);
+}
+
+TEST_F(EgressE2eTest, ProcessOutsideAnySandboxIsUntouched) {
+  Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
+  // Not spawned into the sandbox: a plain child of the test.
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string probe = NetProbePath(), port = Port(forbidden_.port);
+    execl(probe.c_str(), probe.c_str(), "tcp-connect", "127.0.0.4",
+          port.c_str(), nullptr);
+    _exit(250);
+  }
+  auto status = WaitForExit(pid);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(*status, 0);
+}
+
+TEST_F(EgressE2eTest, InheritRestrictsNothing) {
+  Cgroup sb = NewSandbox(Phase(v1::INHERIT, {}));
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)}), 0);
+  EXPECT_EQ(Probe(sb, {"udp-sendto", "127.0.0.4", Port(forbidden_.port)}), 0);
+  EXPECT_EQ(Probe(sb, {"raw-socket", "127.0.0.4", "0"}), EPERM)
+      << "CAP_NET_RAW is dropped by the spawner, not by the inherit policy";
+}
+
+TEST_F(EgressE2eTest, DenyAllWithNoRulesDeniesEverything) {
+  Cgroup sb = NewSandbox(Phase(v1::MODEL_ONLY, {}));
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.2", Port(model_.port)}), EPERM);
+  EXPECT_EQ(Probe(sb, {"udp-sendto", "127.0.0.5", Port(resolver_.port)}),
+            EPERM);
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "::1", Port(v6_.port)}), EPERM);
+}
+
+TEST_F(EgressE2eTest, CidrAndPortRangeRules) {
+  Cgroup sb = NewSandbox(
+      Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.0/30", 1, 65535)}));
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.2", Port(model_.port)}), 0);
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.3", Port(tool_.port)}), 0);
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)}),
+            EPERM);
+  EXPECT_EQ(Probe(sb, {"udp-sendto", "127.0.0.2", Port(model_.port)}), EPERM)
+      << "a TCP rule does not allow UDP";
+}
+
+TEST_F(EgressE2eTest, PrivateNetnsUsesItsOwnLoopbackFreely) {
+  Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
+  // Nothing listens in the fresh namespace: the kernel refuses the
+  // connection (ECONNREFUSED) instead of sandfence denying it (EPERM).
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.1", "9"}, true), ECONNREFUSED);
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "::1", "9"}, true), ECONNREFUSED);
+}
+
+TEST_F(EgressE2eTest, PrivateNetnsLoopbackRulesOnly) {
+  Cgroup sb = NewSandbox(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.2", 80)},
+                               v1::LOOPBACK_RULES_ONLY));
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.1", "9"}, true), EPERM);
+}
+
+TEST_F(EgressE2eTest, HostLoopbackNeedsARule) {
+  Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
+  // In the host's netns, loopback is the host's: only rules open it.
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.1", Port(forbidden_.port)}),
+            EPERM);
+}
+
+TEST_F(EgressE2eTest, PhaseSwitchUnderAStreamOfConnects) {
+  // Both phases allow the model; neither allows 127.0.0.4. Two streams of
+  // connects run through at least 200 switches: the model must never be
+  // denied (no empty window) and the forbidden host never allowed (no mixed
+  // window).
+  CompiledPhase a = Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.2", model_.port),
+                                           TcpRule("127.0.0.3", tool_.port)});
+  CompiledPhase b = Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.2", model_.port),
+                                           UdpRule("127.0.0.3", tool_.port)});
+  Cgroup sb = NewSandbox(a);
+  auto stream = [&](const char* addr, uint16_t port, int want) {
+    SpawnOptions o;
+    o.cgroup_fd = sb.fd();
+    o.argv = {NetProbePath(), "--repeat", "3000", "--want",
+              std::to_string(want), "tcp-connect", addr, Port(port)};
+    auto pid = SpawnInCgroup(o);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    return pid.ok() ? *pid : -1;
+  };
+  pid_t model = stream("127.0.0.2", model_.port, 0);
+  pid_t forbidden = stream("127.0.0.4", forbidden_.port, EPERM);
+  ASSERT_GT(model, 0);
+  ASSERT_GT(forbidden, 0);
+  int switches = 0;
+  auto running = [](pid_t pid) {
+    return kill(pid, 0) == 0 && waitpid(pid, nullptr, WNOHANG | WNOWAIT) == 0;
+  };
+  while (switches < 200 || running(model) || running(forbidden)) {
+    absl::Status s = controller_->SwitchPhase(sb.id(), switches % 2 ? a : b);
+    ASSERT_TRUE(s.ok()) << s;
+    ++switches;
+  }
+  EXPECT_EQ(*WaitForExit(model), 0) << "the model was denied during a switch";
+  EXPECT_EQ(*WaitForExit(forbidden), 0)
+      << "the forbidden host was reachable during a switch";
+  EXPECT_GE(switches, 200);
+  // Old generations are deleted: the sandbox's current one is the last.
+  auto gen = controller_->Generation(sb.id());
+  ASSERT_TRUE(gen.ok());
+}
+
+TEST_F(EgressE2eTest, DenialIsReportedWithWhoAndWhere) {
+  auto c = EgressController::Create();
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::unique_ptr<EgressController> own = *std::move(c);
+  auto cg = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/events"));
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  ASSERT_TRUE(
+      own->AddSandbox(cg->fd(), cg->id(),
+                      ModelOnly(*this, model_.port, v6_.port, 53)).ok());
+  std::vector<NetEvent> events;
+  auto reader = NetEventReader::Create(
+      own->events_fd(), [&](const NetEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(reader.ok());
+
+  SpawnOptions o;
+  o.cgroup_fd = cg->fd();
+  o.argv = {NetProbePath(), "tcp-connect", "127.0.0.4",
+            Port(forbidden_.port)};
+  auto pid = SpawnInCgroup(o);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(*WaitForExit(*pid), EPERM);
+  ASSERT_TRUE((*reader)->Drain().ok());
+
+  ASSERT_EQ(events.size(), 1u);
+  const NetEvent& e = events[0];
+  EXPECT_EQ(e.verdict, SF_VERDICT_DENY);
+  EXPECT_EQ(e.reason, SF_REASON_NO_RULE);
+  EXPECT_EQ(e.hook, SF_HOOK_CONNECT4);
+  EXPECT_EQ(e.addr.ToString(), "127.0.0.4");
+  EXPECT_EQ(e.port, forbidden_.port);
+  EXPECT_EQ(e.protocol, IPPROTO_TCP);
+  EXPECT_EQ(e.tgid, static_cast<uint32_t>(*pid));
+  EXPECT_EQ(e.uid, 0u);
+  EXPECT_EQ(e.comm, "net_probe");
+  EXPECT_EQ(e.sandbox, cg->id());
+  auto counters = own->RemoveSandbox(cg->id());
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->denied, 1u);
+  EXPECT_EQ(counters->events_lost, 0u);
+}
+
+TEST_F(EgressE2eTest, FullRingBufferNeverChangesAVerdictAndLossIsCounted) {
+  // One page of ring buffer holds a few dozen events; 20000 denials with no
+  // reader overflow it. Verdicts stay EPERM, and every attempt is either an
+  // event or a counted loss.
+  auto c = EgressController::Create({.ring_bytes = 4096});
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::unique_ptr<EgressController> own = *std::move(c);
+  auto cg = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/flood"));
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  ASSERT_TRUE(own->AddSandbox(cg->fd(), cg->id(),
+                              Phase(v1::MODEL_ONLY, {})).ok());
+  constexpr int kAttempts = 20000;
+  SpawnOptions o;
+  o.cgroup_fd = cg->fd();
+  o.argv = {NetProbePath(), "--repeat", std::to_string(kAttempts), "--want",
+            std::to_string(EPERM), "udp-sendto", "127.0.0.4",
+            Port(forbidden_.port)};
+  auto pid = SpawnInCgroup(o);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(*WaitForExit(*pid), 0) << "a verdict changed under loss";
+
+  uint64_t received = 0;
+  auto reader = NetEventReader::Create(own->events_fd(),
+                                       [&](const NetEvent&) { ++received; });
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE((*reader)->Drain().ok());
+  auto counters = own->RemoveSandbox(cg->id());
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->denied, static_cast<uint64_t>(kAttempts));
+  EXPECT_GT(counters->events_lost, 0u);
+  EXPECT_GT(received, 0u);
+  EXPECT_EQ(received + counters->events_lost,
+            static_cast<uint64_t>(kAttempts));
+}
+
+}  // namespace
+}  // namespace sandfence::testing

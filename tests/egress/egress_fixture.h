@@ -1,0 +1,118 @@
+// Shared scaffolding for the egress tests that run real sandboxes: a
+// per-test cgroup, loopback listeners, and the net_probe child.
+#ifndef SANDFENCE_TESTS_EGRESS_EGRESS_FIXTURE_H_
+#define SANDFENCE_TESTS_EGRESS_EGRESS_FIXTURE_H_
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/ip.h"
+#include "common/unique_fd.h"
+#include "compile/compiled_policy.h"
+#include "egress/cgroup.h"
+#include "egress/egress_controller.h"
+#include "egress/spawn.h"
+#include "gtest/gtest.h"
+
+namespace sandfence::testing {
+
+inline Rule TcpRule(const char* addr, uint16_t first, uint16_t last = 0) {
+  Rule r;
+  r.protocol = L4::kTcp;
+  r.dest = *IpPrefix::Parse(addr);
+  r.port_first = first;
+  r.port_last = last ? last : first;
+  r.origin = addr;
+  return r;
+}
+
+inline Rule UdpRule(const char* addr, uint16_t first, uint16_t last = 0) {
+  Rule r = TcpRule(addr, first, last);
+  r.protocol = L4::kUdp;
+  return r;
+}
+
+inline CompiledPhase Phase(v1::NetworkAccess access, std::vector<Rule> rules,
+                           v1::Loopback loopback = v1::LOOPBACK_DEFAULT) {
+  CompiledPhase p;
+  p.name = "test";
+  p.access = access;
+  p.rules = std::move(rules);
+  p.loopback = loopback;
+  p.audit_allowed = v1::Audit::ALL;
+  return p;
+}
+
+// A listening TCP socket and a bound UDP socket on one loopback address,
+// both on the same port (chosen by the kernel for TCP).
+struct Listener {
+  UniqueFd tcp, udp;
+  uint16_t port = 0;
+};
+
+inline Listener Listen(const char* addr, uint16_t port = 0) {
+  Listener l;
+  sockaddr_storage ss{};
+  socklen_t len;
+  int family;
+  if (std::string(addr).find(':') != std::string::npos) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    a6->sin6_family = family = AF_INET6;
+    inet_pton(AF_INET6, addr, &a6->sin6_addr);
+    a6->sin6_port = htons(port);
+    len = sizeof(*a6);
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
+    a4->sin_family = family = AF_INET;
+    inet_pton(AF_INET, addr, &a4->sin_addr);
+    a4->sin_port = htons(port);
+    len = sizeof(*a4);
+  }
+  l.tcp.reset(socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int one = 1;
+  setsockopt(l.tcp.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int qlen = 16;
+  setsockopt(l.tcp.get(), IPPROTO_TCP, TCP_FASTOPEN, &qlen, sizeof(qlen));
+  EXPECT_EQ(bind(l.tcp.get(), reinterpret_cast<sockaddr*>(&ss), len), 0)
+      << "bind tcp " << addr << ": " << strerror(errno);
+  EXPECT_EQ(listen(l.tcp.get(), 4096), 0);
+  getsockname(l.tcp.get(), reinterpret_cast<sockaddr*>(&ss), &len);
+  l.port = ntohs(family == AF_INET
+                     ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                     : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  l.udp.reset(socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  EXPECT_EQ(bind(l.udp.get(), reinterpret_cast<sockaddr*>(&ss), len), 0)
+      << "bind udp " << addr << ":" << l.port << ": " << strerror(errno);
+  return l;
+}
+
+// A parent cgroup for one test binary's sandboxes, removed at the end.
+inline std::string TestCgroupRoot() {
+  static std::string root = [] {
+    absl::StatusOr<std::string> mount = FindCgroup2Mount();
+    if (!mount.ok()) return std::string();
+    std::string dir = absl::StrCat(*mount, "/sandfence-test-", getpid());
+    mkdir(dir.c_str(), 0755);
+    return dir;
+  }();
+  return root;
+}
+
+// SANDFENCE_NET_PROBE overrides the build-time path (the VM suite copies
+// binaries elsewhere).
+inline std::string NetProbePath() {
+  const char* env = getenv("SANDFENCE_NET_PROBE");
+  return env ? env : SANDFENCE_NET_PROBE_PATH;
+}
+
+}  // namespace sandfence::testing
+
+#endif  // SANDFENCE_TESTS_EGRESS_EGRESS_FIXTURE_H_

@@ -1,0 +1,266 @@
+// net_probe: makes exactly one network attempt and reports how it went, for
+// the egress tests to run inside sandboxes.
+//
+//   net_probe [--fork] [--join-cgroup DIR] [--repeat N] OP ADDR PORT
+//
+// OP: tcp-connect, udp-connect, udp-sendto, udp-sendmmsg, tcp-fastopen,
+//     uring-connect, raw-socket, packet-socket
+// Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
+// --fork runs the attempt in a grandchild; --join-cgroup moves the process
+// into a (nested) cgroup first; --repeat N --want E makes N attempts and
+// exits 0 only if every one of them ended with errno E (0 = success), else
+// 99 after printing the first mismatch.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#ifndef AF_PACKET
+#define AF_PACKET 17
+#endif
+
+namespace {
+
+struct Target {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = AF_INET;
+};
+
+bool ParseTarget(const char* host, const char* port, Target* t) {
+  int p = std::atoi(port);
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&t->addr);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&t->addr);
+  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(p);
+    t->len = sizeof(*a4);
+    t->family = AF_INET;
+    return true;
+  }
+  if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(p);
+    t->len = sizeof(*a6);
+    t->family = AF_INET6;
+    return true;
+  }
+  return false;
+}
+
+int Errno() { return errno ? errno : 255; }
+
+int TcpConnect(const Target& t) {
+  int s = socket(t.family, SOCK_STREAM, 0);
+  if (s < 0) return Errno();
+  int rc = connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len);
+  int err = rc == 0 ? 0 : Errno();
+  close(s);
+  return err;
+}
+
+int UdpConnect(const Target& t) {
+  int s = socket(t.family, SOCK_DGRAM, 0);
+  if (s < 0) return Errno();
+  int rc = connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len);
+  int err = rc == 0 ? 0 : Errno();
+  close(s);
+  return err;
+}
+
+int UdpSendto(const Target& t) {
+  int s = socket(t.family, SOCK_DGRAM, 0);
+  if (s < 0) return Errno();
+  const char msg[] = "sandfence";
+  ssize_t n = sendto(s, msg, sizeof(msg), 0,
+                     reinterpret_cast<const sockaddr*>(&t.addr), t.len);
+  int err = n >= 0 ? 0 : Errno();
+  close(s);
+  return err;
+}
+
+int UdpSendmmsg(const Target& t) {
+  int s = socket(t.family, SOCK_DGRAM, 0);
+  if (s < 0) return Errno();
+  char payload[] = "sandfence";
+  iovec iov{payload, sizeof(payload)};
+  mmsghdr msgs[2]{};
+  for (auto& m : msgs) {
+    m.msg_hdr.msg_name = const_cast<sockaddr_storage*>(&t.addr);
+    m.msg_hdr.msg_namelen = t.len;
+    m.msg_hdr.msg_iov = &iov;
+    m.msg_hdr.msg_iovlen = 1;
+  }
+  int n = sendmmsg(s, msgs, 2, 0);
+  int err = n == 2 ? 0 : (n < 0 ? Errno() : EIO);
+  close(s);
+  return err;
+}
+
+int TcpFastOpen(const Target& t) {
+  int s = socket(t.family, SOCK_STREAM, 0);
+  if (s < 0) return Errno();
+  const char msg[] = "sandfence";
+  ssize_t n = sendto(s, msg, sizeof(msg), MSG_FASTOPEN,
+                     reinterpret_cast<const sockaddr*>(&t.addr), t.len);
+  int err = n >= 0 ? 0 : Errno();
+  close(s);
+  return err;
+}
+
+// IORING_OP_CONNECT through raw syscalls: the connect happens in the
+// kernel's io_uring context, which blinds syscall-based monitors.
+int UringConnect(const Target& t) {
+  int s = socket(t.family, SOCK_STREAM, 0);
+  if (s < 0) return Errno();
+  io_uring_params p{};
+  int ring = static_cast<int>(syscall(__NR_io_uring_setup, 4, &p));
+  if (ring < 0) return Errno();
+  size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+  size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(io_uring_cqe);
+  size_t ring_len = sq_len > cq_len ? sq_len : cq_len;
+  auto* sq = static_cast<char*>(mmap(nullptr, ring_len, PROT_READ | PROT_WRITE,
+                                     MAP_SHARED, ring, IORING_OFF_SQ_RING));
+  auto* sqes = static_cast<io_uring_sqe*>(
+      mmap(nullptr, p.sq_entries * sizeof(io_uring_sqe),
+           PROT_READ | PROT_WRITE, MAP_SHARED, ring, IORING_OFF_SQES));
+  if (sq == MAP_FAILED || sqes == MAP_FAILED) return Errno();
+  // A single mmap serves both rings (IORING_FEAT_SINGLE_MMAP, 5.4+).
+  char* cq = sq;
+  unsigned* tail = reinterpret_cast<unsigned*>(sq + p.sq_off.tail);
+  unsigned* mask = reinterpret_cast<unsigned*>(sq + p.sq_off.ring_mask);
+  unsigned* array = reinterpret_cast<unsigned*>(sq + p.sq_off.array);
+  unsigned idx = *tail & *mask;
+  io_uring_sqe* sqe = &sqes[idx];
+  std::memset(sqe, 0, sizeof(*sqe));
+  sqe->opcode = IORING_OP_CONNECT;
+  sqe->fd = s;
+  sqe->addr = reinterpret_cast<unsigned long>(&t.addr);
+  sqe->off = t.len;
+  array[idx] = idx;
+  __atomic_store_n(tail, *tail + 1, __ATOMIC_RELEASE);
+  if (syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS, nullptr,
+              0) < 0) {
+    return Errno();
+  }
+  unsigned* cq_head = reinterpret_cast<unsigned*>(cq + p.cq_off.head);
+  unsigned* cq_mask = reinterpret_cast<unsigned*>(cq + p.cq_off.ring_mask);
+  auto* cqes = reinterpret_cast<io_uring_cqe*>(cq + p.cq_off.cqes);
+  int res = cqes[*cq_head & *cq_mask].res;
+  close(ring);
+  close(s);
+  return res == 0 ? 0 : -res;
+}
+
+int RawSocket(const Target& t) {
+  int proto = t.family == AF_INET ? static_cast<int>(IPPROTO_ICMP)
+                                  : static_cast<int>(IPPROTO_ICMPV6);
+  int s = socket(t.family, SOCK_RAW, proto);
+  if (s < 0) return Errno();
+  close(s);
+  return 0;
+}
+
+int PacketSocket(const Target&) {
+  int s = socket(AF_PACKET, SOCK_RAW, htons(0x0003 /* ETH_P_ALL */));
+  if (s < 0) return Errno();
+  close(s);
+  return 0;
+}
+
+int RunOp(const std::string& op, const Target& t) {
+  errno = 0;
+  if (op == "tcp-connect") return TcpConnect(t);
+  if (op == "udp-connect") return UdpConnect(t);
+  if (op == "udp-sendto") return UdpSendto(t);
+  if (op == "udp-sendmmsg") return UdpSendmmsg(t);
+  if (op == "tcp-fastopen") return TcpFastOpen(t);
+  if (op == "uring-connect") return UringConnect(t);
+  if (op == "raw-socket") return RawSocket(t);
+  if (op == "packet-socket") return PacketSocket(t);
+  std::fprintf(stderr, "net_probe: unknown op %s\n", op.c_str());
+  return 254;
+}
+
+bool JoinCgroup(const char* dir) {
+  std::string procs = std::string(dir) + "/cgroup.procs";
+  int fd = open(procs.c_str(), O_WRONLY);
+  if (fd < 0) return false;
+  std::string pid = std::to_string(getpid());
+  bool ok = write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool fork_first = false;
+  const char* join = nullptr;
+  long repeat = 0;
+  int want = 0;
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--fork") {
+      fork_first = true;
+    } else if (flag == "--join-cgroup" && i + 1 < argc) {
+      join = argv[++i];
+    } else if (flag == "--repeat" && i + 1 < argc) {
+      repeat = std::atol(argv[++i]);
+    } else if (flag == "--want" && i + 1 < argc) {
+      want = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "net_probe: bad flag %s\n", argv[i]);
+      return 254;
+    }
+  }
+  if (argc - i != 3) {
+    std::fprintf(stderr, "usage: net_probe [flags] OP ADDR PORT\n");
+    return 254;
+  }
+  Target t;
+  if (!ParseTarget(argv[i + 1], argv[i + 2], &t)) {
+    std::fprintf(stderr, "net_probe: bad address %s\n", argv[i + 1]);
+    return 254;
+  }
+  if (join && !JoinCgroup(join)) {
+    std::perror("net_probe: join cgroup");
+    return 253;
+  }
+  if (fork_first) {
+    pid_t pid = fork();
+    if (pid < 0) return 252;
+    if (pid > 0) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 251;
+    }
+  }
+  if (repeat > 0) {
+    for (long n = 0; n < repeat; ++n) {
+      int got = RunOp(argv[i], t);
+      if (got != want) {
+        std::fprintf(stderr, "net_probe: attempt %ld of %ld: errno %d, want %d\n",
+                     n + 1, repeat, got, want);
+        return 99;
+      }
+    }
+    return 0;
+  }
+  int err = RunOp(argv[i], t);
+  if (err != 0) std::fprintf(stderr, "net_probe: %s: %s\n", argv[i], strerror(err));
+  return err;
+}

@@ -1,0 +1,58 @@
+// cgroup v2 directories as owned resources: the sandbox a rollout runs in.
+#ifndef SANDFENCE_EGRESS_CGROUP_H_
+#define SANDFENCE_EGRESS_CGROUP_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+
+namespace sandfence {
+
+// The mount point of the cgroup v2 hierarchy, read from a mounts table
+// (never assumed: hybrid hosts mount it at /sys/fs/cgroup/unified).
+absl::StatusOr<std::string> FindCgroup2Mount(
+    const std::string& mounts_path = "/proc/mounts");
+
+// The cgroup id the kernel reports for a cgroup directory
+// (bpf_get_current_cgroup_id and friends): its kernfs inode number.
+absl::StatusOr<uint64_t> CgroupIdOf(const std::string& path);
+
+// The cgroup v2 path of a process, relative to the mount ("/a/b").
+absl::StatusOr<std::string> CgroupOfPid(int pid);
+
+class Cgroup {
+ public:
+  // Creates path (its parent must exist, path itself must not) and owns it:
+  // on destruction every process in it is killed and it is removed.
+  static absl::StatusOr<Cgroup> Create(const std::string& path);
+  // Refers to an existing cgroup without owning it.
+  static absl::StatusOr<Cgroup> Open(const std::string& path);
+
+  Cgroup(Cgroup&&) = default;
+  Cgroup& operator=(Cgroup&&);
+  ~Cgroup();
+
+  const std::string& path() const { return path_; }
+  uint64_t id() const { return id_; }
+  int fd() const { return dir_.get(); }
+  bool owned() const { return owned_; }
+
+  // Kills every process in the cgroup and its descendants, waits until it is
+  // empty, and removes it with its descendants. Owned cgroups only.
+  absl::Status Remove();
+
+ private:
+  Cgroup(std::string path, UniqueFd dir, uint64_t id, bool owned)
+      : path_(std::move(path)), dir_(std::move(dir)), id_(id), owned_(owned) {}
+
+  std::string path_;
+  UniqueFd dir_;
+  uint64_t id_ = 0;
+  bool owned_ = false;
+};
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_EGRESS_CGROUP_H_

@@ -1,0 +1,137 @@
+#include "egress/net_event.h"
+
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace sandfence {
+
+absl::StatusOr<NetEvent> DecodeNetEvent(const void* data, size_t size) {
+  if (size < sizeof(sf_net_event)) {
+    return absl::DataLossError(
+        absl::StrCat("event of ", size, " bytes, expected ",
+                     sizeof(sf_net_event)));
+  }
+  sf_net_event raw;
+  std::memcpy(&raw, data, sizeof(raw));
+  if (raw.type != SF_EVENT_NET) {
+    return absl::DataLossError(absl::StrCat("unknown event type ", raw.type));
+  }
+  NetEvent e;
+  e.hook = static_cast<sf_hook>(raw.hook);
+  e.verdict = static_cast<sf_verdict>(raw.verdict);
+  e.reason = static_cast<sf_reason>(raw.reason);
+  e.protocol = raw.protocol;
+  e.sock_type = raw.sock_type;
+  e.port = raw.port;
+  e.rule_id = raw.rule_id;
+  e.generation = raw.generation;
+  e.pid = raw.pid;
+  e.tgid = raw.tgid;
+  e.uid = raw.uid;
+  e.gid = raw.gid;
+  e.boot_ns = raw.boot_ns;
+  e.sandbox = raw.sandbox;
+  e.cgroup = raw.cgroup;
+  e.addr = IpAddress::FromBytes(raw.family == AF_INET6 ? AF_INET6 : AF_INET,
+                                raw.addr);
+  e.comm.assign(raw.comm, strnlen(raw.comm, sizeof(raw.comm)));
+  return e;
+}
+
+absl::string_view HookName(sf_hook hook) {
+  switch (hook) {
+    case SF_HOOK_CONNECT4:
+      return "connect4";
+    case SF_HOOK_CONNECT6:
+      return "connect6";
+    case SF_HOOK_SENDMSG4:
+      return "sendmsg4";
+    case SF_HOOK_SENDMSG6:
+      return "sendmsg6";
+    case SF_HOOK_SOCK_CREATE:
+      return "sock_create";
+    case SF_HOOK_SKB_EGRESS:
+      return "skb_egress";
+  }
+  return "unknown";
+}
+
+absl::string_view VerdictName(sf_verdict verdict) {
+  return verdict == SF_VERDICT_ALLOW ? "allow" : "deny";
+}
+
+absl::string_view ReasonName(sf_reason reason) {
+  switch (reason) {
+    case SF_REASON_RULE:
+      return "rule";
+    case SF_REASON_NO_RULE:
+      return "no rule";
+    case SF_REASON_UNRESTRICTED:
+      return "unrestricted";
+    case SF_REASON_OWN_LOOPBACK:
+      return "own loopback";
+    case SF_REASON_NO_SANDBOX:
+      return "no sandbox";
+    case SF_REASON_SOCKET_TYPE:
+      return "raw socket";
+    case SF_REASON_PROTOCOL:
+      return "protocol";
+  }
+  return "unknown";
+}
+
+std::string ProtocolName(uint8_t protocol) {
+  switch (protocol) {
+    case IPPROTO_TCP:
+      return "tcp";
+    case IPPROTO_UDP:
+      return "udp";
+    case IPPROTO_ICMP:
+      return "icmp";
+    case IPPROTO_ICMPV6:
+      return "icmpv6";
+    case IPPROTO_RAW:
+      return "raw";
+  }
+  return absl::StrCat("proto ", protocol);
+}
+
+absl::StatusOr<std::unique_ptr<NetEventReader>> NetEventReader::Create(
+    int ring_fd, Callback callback) {
+  std::unique_ptr<NetEventReader> r(new NetEventReader());
+  r->callback_ = std::move(callback);
+  r->ring_.reset(ring_buffer__new(ring_fd, &NetEventReader::OnSample, r.get(),
+                                  nullptr));
+  if (!r->ring_) return ErrnoError(errno, "open the event ring buffer");
+  return r;
+}
+
+int NetEventReader::OnSample(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<NetEventReader*>(ctx);
+  absl::StatusOr<NetEvent> e = DecodeNetEvent(data, size);
+  if (!e.ok()) {
+    ++self->decode_errors_;
+    return 0;
+  }
+  self->callback_(*e);
+  return 0;
+}
+
+absl::StatusOr<int> NetEventReader::Poll(int timeout_ms) {
+  int n = ring_buffer__poll(ring_.get(), timeout_ms);
+  if (n < 0 && n != -EINTR) return ErrnoError(-n, "poll the event ring buffer");
+  return n < 0 ? 0 : n;
+}
+
+absl::StatusOr<int> NetEventReader::Drain() {
+  int n = ring_buffer__consume(ring_.get());
+  if (n < 0) return ErrnoError(-n, "drain the event ring buffer");
+  return n;
+}
+
+}  // namespace sandfence

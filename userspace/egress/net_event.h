@@ -1,0 +1,76 @@
+// Network decisions as the kernel reports them, decoded from the ring
+// buffer through the shared ABI header.
+#ifndef SANDFENCE_EGRESS_NET_EVENT_H_
+#define SANDFENCE_EGRESS_NET_EVENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/bpf_handles.h"
+#include "common/ip.h"
+#include "egress/egress_abi.h"
+
+namespace sandfence {
+
+struct NetEvent {
+  sf_hook hook = SF_HOOK_CONNECT4;
+  sf_verdict verdict = SF_VERDICT_DENY;
+  sf_reason reason = SF_REASON_NO_RULE;
+  uint8_t protocol = 0;  // IPPROTO_*
+  uint8_t sock_type = 0;
+  uint16_t port = 0;
+  uint32_t rule_id = SF_NO_RULE;
+  uint32_t generation = 0;
+  uint32_t pid = 0;
+  uint32_t tgid = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t boot_ns = 0;
+  uint64_t sandbox = 0;
+  uint64_t cgroup = 0;
+  IpAddress addr;
+  std::string comm;
+
+  bool denied() const { return verdict == SF_VERDICT_DENY; }
+};
+
+absl::StatusOr<NetEvent> DecodeNetEvent(const void* data, size_t size);
+
+absl::string_view HookName(sf_hook hook);
+absl::string_view VerdictName(sf_verdict verdict);
+absl::string_view ReasonName(sf_reason reason);
+// "tcp", "udp", "icmp", or the number.
+std::string ProtocolName(uint8_t protocol);
+
+// Reads a ring buffer and hands every decoded event to a callback. Not
+// thread-safe: one thread polls.
+class NetEventReader {
+ public:
+  using Callback = std::function<void(const NetEvent&)>;
+
+  static absl::StatusOr<std::unique_ptr<NetEventReader>> Create(
+      int ring_fd, Callback callback);
+
+  // Waits up to timeout_ms for events and handles all that are ready.
+  absl::StatusOr<int> Poll(int timeout_ms);
+  // Handles everything already in the buffer without waiting.
+  absl::StatusOr<int> Drain();
+
+  // Records that could not be decoded (a newer or corrupt producer).
+  uint64_t decode_errors() const { return decode_errors_; }
+
+ private:
+  NetEventReader() = default;
+  static int OnSample(void* ctx, void* data, size_t size);
+
+  Callback callback_;
+  RingBuffer ring_;
+  uint64_t decode_errors_ = 0;
+};
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_EGRESS_NET_EVENT_H_

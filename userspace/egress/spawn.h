@@ -1,0 +1,40 @@
+// Starting a command inside a sandbox without a window in which it runs
+// unenforced: clone3(CLONE_INTO_CGROUP) puts the child in the sandbox
+// cgroup atomically, before it executes a single instruction of its own.
+#ifndef SANDFENCE_EGRESS_SPAWN_H_
+#define SANDFENCE_EGRESS_SPAWN_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sandfence {
+
+struct SpawnOptions {
+  int cgroup_fd = -1;                  // the sandbox; required
+  std::vector<std::string> argv;       // argv[0] is looked up in PATH
+  std::optional<uid_t> uid;            // drop to this user before exec
+  std::optional<gid_t> gid;            // and group (default: uid's group)
+  bool new_netns = false;              // a private netns with only lo, up
+  bool drop_net_raw = true;            // no CAP_NET_RAW: no packet sockets
+  bool kill_with_parent = true;        // PR_SET_PDEATHSIG(SIGKILL)
+};
+
+// Returns the child's pid. Errors in the child before exec (unknown
+// command, setuid failure) are reported here with their errno.
+absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options);
+
+// Looks a command up in PATH as execvp would.
+absl::StatusOr<std::string> FindExecutable(const std::string& name);
+
+// Waits for pid; returns the shell-style status: the exit code, or 128+N
+// when killed by signal N.
+absl::StatusOr<int> WaitForExit(pid_t pid);
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_EGRESS_SPAWN_H_
