@@ -31,6 +31,7 @@ absl::Status WriteFile(const std::string& path, absl::string_view data) {
 
 bool Populated(const std::string& path) {
   std::ifstream events(path + "/cgroup.events");
+  if (!events) return false;  // gone already
   std::string line;
   while (std::getline(events, line)) {
     if (line == "populated 0") return false;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
@@ -30,7 +31,11 @@ class Cgroup {
   // Refers to an existing cgroup without owning it.
   static absl::StatusOr<Cgroup> Open(const std::string& path);
 
-  Cgroup(Cgroup&&) = default;
+  Cgroup(Cgroup&& other) noexcept
+      : path_(std::move(other.path_)),
+        dir_(std::move(other.dir_)),
+        id_(other.id_),
+        owned_(std::exchange(other.owned_, false)) {}
   Cgroup& operator=(Cgroup&&);
   ~Cgroup();
 
