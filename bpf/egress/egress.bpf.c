@@ -53,12 +53,6 @@ struct {
 	__type(value, __u8);
 } sf_seen SEC(".maps");
 
-/* The sandbox that governs the caller, or none. */
-struct sf_found {
-	__u64 id;
-	const struct sf_sandbox *sb;
-};
-
 static __always_inline struct sf_counters *sf_counters_of(__u64 id)
 {
 	struct sf_counters *c = bpf_map_lookup_elem(&sf_counters, &id);
@@ -144,73 +138,116 @@ static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
 }
 
 /*
- * Judges d for every sandbox among the caller's cgroup ancestors, outermost
- * first: a nested sandbox can narrow its parent's policy, never widen it.
- * No sandbox at all in a hook that is attached only to sandboxes means the
- * socket outlived or escaped its sandbox: deny.
+ * The walk over a task's (or socket's) cgroup ancestors, outermost first.
+ * It runs under bpf_loop so that the verifier checks one level once instead
+ * of every level of an unrolled loop: program load stays fast.
  */
-static __always_inline int sf_judge(const struct sf_dest *d, bool own_netns,
-				    __u8 hook, __u8 sock_type,
-				    bool sock_check)
+struct sf_walk {
+	__u64 ids[SF_MAX_CGROUP_DEPTH]; /* ancestor ids; 0 past the leaf */
+	struct sf_dest d;
+	__u8 own_netns;
+	__u8 sock_type;
+	__u8 sock_check;
+	__u8 found;
+	/* The last sandbox that allowed, or the first that denied. */
+	struct sf_decision dec;
+	__u64 id;
+	__u32 generation;
+	__u32 flags;
+};
+
+/* Socket creation: only raw sockets and non-TCP/UDP protocols are refused. */
+static __always_inline void sf_decide_socket(const struct sf_sandbox *sb,
+					     const struct sf_dest *d,
+					     __u8 sock_type,
+					     struct sf_decision *out)
 {
-	struct sf_decision dec = {}, last = {};
-	__u64 last_id = 0;
-	__u32 last_gen = 0;
-	const struct sf_sandbox *last_sb = 0;
+	if (!(sb->flags & SF_SB_RESTRICTED))
+		sf_set(out, SF_VERDICT_ALLOW, SF_REASON_UNRESTRICTED,
+		       SF_NO_RULE);
+	else if (sock_type == SOCK_RAW)
+		sf_set(out, SF_VERDICT_DENY, SF_REASON_SOCKET_TYPE, SF_NO_RULE);
+	else if (d->protocol != IPPROTO_TCP && d->protocol != IPPROTO_UDP)
+		sf_set(out, SF_VERDICT_DENY, SF_REASON_PROTOCOL, SF_NO_RULE);
+	else
+		sf_set(out, SF_VERDICT_ALLOW, SF_REASON_RULE, SF_NO_RULE);
+}
 
-	for (int level = 1; level < SF_MAX_CGROUP_DEPTH; level++) {
-		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
-		const struct sf_sandbox *sb;
+static long sf_walk_level(__u32 level, void *ctx)
+{
+	struct sf_walk *w = ctx;
+	struct sf_decision dec = {};
+	const struct sf_sandbox *sb;
+	__u64 id;
 
-		if (!id)
-			break;
-		sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
-		if (!sb)
-			continue;
-		if (sock_check) {
-			/* Only raw sockets and non-TCP/UDP protocols are refused. */
-			if (!(sb->flags & SF_SB_RESTRICTED))
-				sf_set(&dec, SF_VERDICT_ALLOW,
-				       SF_REASON_UNRESTRICTED, SF_NO_RULE);
-			else if (sock_type == SOCK_RAW)
-				sf_set(&dec, SF_VERDICT_DENY,
-				       SF_REASON_SOCKET_TYPE, SF_NO_RULE);
-			else if (d->protocol != IPPROTO_TCP &&
-				 d->protocol != IPPROTO_UDP)
-				sf_set(&dec, SF_VERDICT_DENY,
-				       SF_REASON_PROTOCOL, SF_NO_RULE);
-			else
-				sf_set(&dec, SF_VERDICT_ALLOW, SF_REASON_RULE,
-				       SF_NO_RULE);
-		} else {
-			sf_decide(sb, d, own_netns, &dec);
-		}
-		if (dec.verdict == SF_VERDICT_DENY) {
-			sf_record(id, d, &dec, sb->generation, hook, sock_type);
-			return 0;
-		}
-		last = dec;
-		last_id = id;
-		last_gen = sb->generation;
-		last_sb = sb;
+	if (level >= SF_MAX_CGROUP_DEPTH)
+		return 1;
+	id = w->ids[level];
+	if (!id)
+		return 1;
+	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
+	if (!sb)
+		return 0;
+	if (w->sock_check)
+		sf_decide_socket(sb, &w->d, w->sock_type, &dec);
+	else
+		sf_decide(sb, &w->d, w->own_netns, &dec);
+	w->found = 1;
+	w->dec = dec;
+	w->id = id;
+	w->generation = sb->generation;
+	w->flags = sb->flags;
+	/* A nested sandbox narrows its parent's policy, never widens it. */
+	return dec.verdict == SF_VERDICT_DENY;
+}
+
+/*
+ * Judges w->d for every sandbox among w->ids and records the outcome. No
+ * sandbox at all, in a hook attached only to sandboxes, means the socket
+ * outlived or escaped its sandbox: deny.
+ */
+static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
+{
+	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_walk_level, w, 0);
+
+	if (!w->found) {
+		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX,
+		       SF_NO_RULE);
+		sf_record(bpf_get_current_cgroup_id(), &w->d, &w->dec, 0, hook,
+			  w->sock_type);
+		return 0;
 	}
-
-	if (!last_sb) {
-		sf_set(&dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX, SF_NO_RULE);
-		sf_record(bpf_get_current_cgroup_id(), d, &dec, 0, hook,
-			  sock_type);
+	if (w->dec.verdict == SF_VERDICT_DENY) {
+		sf_record(w->id, &w->d, &w->dec, w->generation, hook,
+			  w->sock_type);
 		return 0;
 	}
 	/* Socket creation that passes is not an event worth recording. */
-	if (!sock_check && sf_should_record_allow(last_id, last_sb, d))
-		sf_record(last_id, d, &last, last_gen, hook, sock_type);
-	else if (!sock_check) {
-		struct sf_counters *c = sf_counters_of(last_id);
+	if (w->sock_check)
+		return 1;
+	struct sf_sandbox sb = { .generation = w->generation,
+				 .flags = w->flags };
 
-		if (c)
+	if (sf_should_record_allow(w->id, &sb, &w->d)) {
+		sf_record(w->id, &w->d, &w->dec, w->generation, hook,
+			  w->sock_type);
+	} else {
+		struct sf_counters *c = sf_counters_of(w->id);
+
+		/* Not an event and not a loss: records balance with this. */
+		if (c) {
 			__sync_fetch_and_add(&c->allowed, 1);
+			__sync_fetch_and_add(&c->allowed_unreported, 1);
+		}
 	}
 	return 1;
+}
+
+/* Level 0 is the root cgroup, which is never a sandbox. */
+static __always_inline void sf_current_ancestors(struct sf_walk *w)
+{
+	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++)
+		w->ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
 }
 
 static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx)
@@ -220,27 +257,37 @@ static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx)
 
 static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 {
-	struct sf_dest d = {
-		.family = AF_INET,
-		.protocol = ctx->protocol,
-		.port = bpf_ntohs((__u16)ctx->user_port),
-		.addr = { ctx->user_ip4 },
+	struct sf_walk w = {
+		.d = {
+			.family = AF_INET,
+			.protocol = ctx->protocol,
+			.port = bpf_ntohs((__u16)ctx->user_port),
+			.addr = { ctx->user_ip4 },
+		},
+		.own_netns = sf_own_netns(ctx),
+		.sock_type = ctx->type,
 	};
 
-	return sf_judge(&d, sf_own_netns(ctx), hook, ctx->type, false);
+	sf_current_ancestors(&w);
+	return sf_judge(&w, hook);
 }
 
 static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 {
-	struct sf_dest d = {
-		.protocol = ctx->protocol,
-		.port = bpf_ntohs((__u16)ctx->user_port),
+	struct sf_walk w = {
+		.d = {
+			.protocol = ctx->protocol,
+			.port = bpf_ntohs((__u16)ctx->user_port),
+		},
+		.own_netns = sf_own_netns(ctx),
+		.sock_type = ctx->type,
 	};
 	__u32 a[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2],
 		       ctx->user_ip6[3] };
 
-	sf_dest_from6(&d, a);
-	return sf_judge(&d, sf_own_netns(ctx), hook, ctx->type, false);
+	sf_dest_from6(&w.d, a);
+	sf_current_ancestors(&w);
+	return sf_judge(&w, hook);
 }
 
 SEC("cgroup/connect4")
@@ -270,12 +317,17 @@ int sf_sendmsg6(struct bpf_sock_addr *ctx)
 SEC("cgroup/sock_create")
 int sf_sock_create(struct bpf_sock *sk)
 {
-	struct sf_dest d = {
-		.family = sk->family,
-		.protocol = sk->protocol,
+	struct sf_walk w = {
+		.d = {
+			.family = sk->family,
+			.protocol = sk->protocol,
+		},
+		.sock_type = sk->type,
+		.sock_check = 1,
 	};
 
-	return sf_judge(&d, false, SF_HOOK_SOCK_CREATE, sk->type, true);
+	sf_current_ancestors(&w);
+	return sf_judge(&w, SF_HOOK_SOCK_CREATE);
 }
 
 /*
@@ -286,42 +338,33 @@ int sf_sock_create(struct bpf_sock *sk)
  * sock_create allowed, so they are dropped.
  */
 static __always_inline int sf_skb_judge(struct __sk_buff *skb,
-					struct sf_dest *d, __u32 l4_off,
-					bool own_netns)
+					struct sf_walk *w, __u32 l4_off)
 {
-	if (d->protocol == IPPROTO_TCP) {
+	if (w->d.protocol == IPPROTO_TCP) {
 		struct tcphdr th;
 
 		if (bpf_skb_load_bytes(skb, l4_off, &th, sizeof(th)))
 			return 1;
 		if (!th.syn || th.ack)
 			return 1;
-		d->port = bpf_ntohs(th.dest);
-	} else if (d->protocol == IPPROTO_UDP) {
+		w->d.port = bpf_ntohs(th.dest);
+	} else if (w->d.protocol == IPPROTO_UDP) {
 		struct udphdr uh;
 
 		if (bpf_skb_load_bytes(skb, l4_off, &uh, sizeof(uh)))
 			return 1;
-		d->port = bpf_ntohs(uh.dest);
+		w->d.port = bpf_ntohs(uh.dest);
 	}
-
-	struct sf_decision dec = {};
-
-	for (int level = 1; level < SF_MAX_CGROUP_DEPTH; level++) {
-		__u64 id = bpf_skb_ancestor_cgroup_id(skb, level);
-		const struct sf_sandbox *sb;
-
-		if (!id)
-			break;
-		sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
-		if (!sb)
-			continue;
-		sf_decide(sb, d, own_netns, &dec);
-		if (dec.verdict == SF_VERDICT_DENY) {
-			sf_record(id, d, &dec, sb->generation,
-				  SF_HOOK_SKB_EGRESS, 0);
-			return 0;
-		}
+	/* The socket's cgroup, not the current task's: softirq context. */
+	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++)
+		w->ids[level] = bpf_skb_ancestor_cgroup_id(skb, level + 1);
+	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_walk_level, w, 0);
+	/* Unlike the hooks, no sandbox here is not a denial: the backstop only
+	 * catches what a sandbox's rules forbid. */
+	if (w->found && w->dec.verdict == SF_VERDICT_DENY) {
+		sf_record(w->id, &w->d, &w->dec, w->generation,
+			  SF_HOOK_SKB_EGRESS, 0);
+		return 0;
 	}
 	return 1;
 }
@@ -329,10 +372,13 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 SEC("cgroup_skb/egress")
 int sf_skb_egress(struct __sk_buff *skb)
 {
-	struct sf_dest d = {};
-	bool own_netns = sf_host_netns &&
-			 bpf_get_netns_cookie(skb) != sf_host_netns;
+	struct sf_walk w = {
+		.own_netns = sf_host_netns &&
+			     bpf_get_netns_cookie(skb) != sf_host_netns,
+	};
+	__u32 l4_off;
 
+	/* Parse to one place, then judge once: one copy for the verifier. */
 	if (skb->protocol == bpf_htons(0x0800 /* ETH_P_IP */)) {
 		struct iphdr iph;
 
@@ -341,36 +387,36 @@ int sf_skb_egress(struct __sk_buff *skb)
 		/* Non-first fragments carry no ports; the first was judged. */
 		if (iph.frag_off & bpf_htons(0x1fff))
 			return 1;
-		d.family = AF_INET;
-		d.protocol = iph.protocol;
-		d.addr[0] = iph.daddr;
-		return sf_skb_judge(skb, &d, iph.ihl * 4, own_netns);
-	}
-	if (skb->protocol == bpf_htons(0x86DD /* ETH_P_IPV6 */)) {
+		w.d.family = AF_INET;
+		w.d.protocol = iph.protocol;
+		w.d.addr[0] = iph.daddr;
+		l4_off = iph.ihl * 4;
+	} else if (skb->protocol == bpf_htons(0x86DD /* ETH_P_IPV6 */)) {
 		struct ipv6hdr ip6;
-		__u32 off = sizeof(ip6);
 
 		if (bpf_skb_load_bytes(skb, 0, &ip6, sizeof(ip6)))
 			return 1;
-		d.protocol = ip6.nexthdr;
-		if (d.protocol == 44 /* NEXTHDR_FRAGMENT */) {
+		l4_off = sizeof(ip6);
+		w.d.protocol = ip6.nexthdr;
+		if (w.d.protocol == 44 /* NEXTHDR_FRAGMENT */) {
 			struct {
 				__u8 nexthdr, reserved;
 				__be16 frag_off;
 				__be32 id;
 			} fh;
 
-			if (bpf_skb_load_bytes(skb, off, &fh, sizeof(fh)))
+			if (bpf_skb_load_bytes(skb, l4_off, &fh, sizeof(fh)))
 				return 1;
 			if (fh.frag_off & bpf_htons(0xfff8))
 				return 1;
-			d.protocol = fh.nexthdr;
-			off += sizeof(fh);
+			w.d.protocol = fh.nexthdr;
+			l4_off += sizeof(fh);
 		}
-		sf_dest_from6(&d, ip6.daddr.in6_u.u6_addr32);
-		return sf_skb_judge(skb, &d, off, own_netns);
+		sf_dest_from6(&w.d, ip6.daddr.in6_u.u6_addr32);
+	} else {
+		return 1;
 	}
-	return 1;
+	return sf_skb_judge(skb, &w, l4_off);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -50,7 +50,12 @@ struct sf_counters {
 	__u64 allowed;
 	__u64 denied;
 	__u64 events_lost; /* ring-buffer reserve failures */
-	__u64 reserved;
+	/*
+	 * Allows the audit setting chose not to report (first-per-destination
+	 * repeats, or none): allowed + denied - allowed_unreported events were
+	 * meant for the ring buffer, so records can check nothing went missing.
+	 */
+	__u64 allowed_unreported;
 };
 SF_STATIC_ASSERT(sizeof(struct sf_counters) == 32, "sf_counters layout");
 
