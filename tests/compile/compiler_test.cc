@@ -1,0 +1,673 @@
+// The compiler, as a specification: each row a phase a user writes, the
+// sandbox it runs in, and the exact rules -- or the refusal -- it becomes.
+// Names are answered by an in-memory resolver (fake_resolver.h).
+#include "compile/compiler.h"
+
+#include <cctype>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "compile/fake_resolver.h"
+#include "compile/format.h"
+#include "compile/rules.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace sandfence {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr CompileContext kHostNetns{.own_netns = false, .borrowed = false};
+constexpr CompileContext kOwnNetns{.own_netns = true, .borrowed = false};
+constexpr CompileContext kBorrowed{.own_netns = false, .borrowed = true};
+
+void AddFixedAnswers(FakeResolver* r) {
+  r->Add("model.internal", {"10.1.2.3", "fd00::3"})
+      .Add("search.internal", {"10.0.0.9"})
+      .Add("mapped.internal", {"::ffff:10.0.0.11"})
+      .Add("loop.internal", {"127.0.0.1", "::1"})
+      .Add("zero.internal", {"0.0.0.0"})
+      .Add("part.internal", {"127.0.0.1", "10.0.0.12"})
+      .Add("xn--bcher-kva.example", {"10.0.0.13"})
+      .Fail("slow.internal",
+            Unavailable("DNS timeout: no answer to the A query for "
+                        "\"slow.internal\"; retry later"));
+}
+
+std::vector<HostPort> SystemResolvers() {
+  return {*HostPort::Parse("10.0.0.53", 53),
+          *HostPort::Parse("127.0.0.53", 53)};
+}
+
+// A compiled phase as lines: "tcp 10.1.2.3:8000 model.internal" per rule,
+// then "drop URL" per dropped grant.
+std::vector<std::string> Lines(const CompiledPhase& phase) {
+  std::vector<std::string> out;
+  for (const Rule& r : phase.rules) {
+    out.push_back(absl::StrCat(L4Name(r.protocol), " ", FormatDestination(r),
+                               " ", r.origin));
+  }
+  for (const DroppedGrant& d : phase.dropped) {
+    out.push_back(absl::StrCat("drop ", d.url));
+  }
+  return out;
+}
+
+struct Case {
+  const char* title;
+  // Phase text without its name (it is "agent"). Without any "dns" in it,
+  // `dns { mode: NONE }` is added, so that rows show only what they test.
+  const char* phase;
+  CompileContext context = kHostNetns;
+  std::vector<std::string> expect = {};  // when the phase compiles
+  Refusal refusal = Refusal::kNone;
+  // Part of the refusal message, or of some dropped grant's reason.
+  const char* message_part = "";
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.title; }
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& param) {
+  std::string name;
+  for (const char* p = param.param.title; *p; ++p) {
+    name += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+  }
+  return name;
+}
+
+const std::vector<std::string> kModelRules = {
+    "tcp 10.1.2.3:8000 model.internal", "tcp [fd00::3]:8000 model.internal"};
+
+std::vector<std::string> ModelRulesAnd(std::vector<std::string> more) {
+  std::vector<std::string> out = kModelRules;
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+class CompilePhaseTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CompilePhaseTest, RulesOrRefusal) {
+  const Case& c = GetParam();
+  std::string text = absl::StrCat("name: \"agent\" ", c.phase);
+  if (!absl::StrContains(text, "dns")) text += " dns { mode: NONE }";
+  v1::PolicySet policy;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      absl::StrCat("phase { ", text, " }"), &policy))
+      << "bad test text: " << text;
+
+  FakeResolver resolver;
+  AddFixedAnswers(&resolver);
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(policy, RolloutEndpoints{}, c.context);
+
+  if (c.refusal != Refusal::kNone) {
+    ASSERT_FALSE(out.ok()) << "compiled to:\n"
+                           << absl::StrJoin(Lines(out->phases[0]), "\n");
+    EXPECT_EQ(RefusalName(RefusalOf(out.status())), RefusalName(c.refusal))
+        << out.status();
+    EXPECT_THAT(out.status().message(), HasSubstr("phase \"agent\""));
+    EXPECT_THAT(out.status().message(), HasSubstr(c.message_part));
+    return;
+  }
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->phases.size(), 1u);
+  EXPECT_EQ(Lines(out->phases[0]), c.expect);
+  if (c.message_part[0] != '\0') {
+    std::vector<std::string> reasons;
+    for (const DroppedGrant& d : out->phases[0].dropped) {
+      reasons.push_back(d.reason);
+    }
+    EXPECT_THAT(absl::StrJoin(reasons, "\n"), HasSubstr(c.message_part));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, CompilePhaseTest,
+    ::testing::Values(
+        // --- host normalization, through the whole compiler -------------
+        Case{.title = "a model name becomes every A and AAAA address",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://model.internal:8000/v1")",
+             .expect = kModelRules},
+        Case{.title = "an upper-case host is lower-cased",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://MODEL.Internal:8000")",
+             .expect = kModelRules},
+        Case{.title = "one trailing dot is stripped",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://model.internal.:8000")",
+             .expect = kModelRules},
+        Case{.title = "two trailing dots are malformed",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://model.internal..:8000")",
+             .refusal = Refusal::kMalformed,
+             .message_part = "model \"http://model.internal..:8000\""},
+        Case{.title = "an IDN host is resolved as punycode",
+             .phase = "network_access: MODEL_ONLY "
+                      "model: \"http://B\xc3\x9c"
+                      "cher.example/\"",
+             .expect = {"tcp 10.0.0.13:80 xn--bcher-kva.example"}},
+        Case{.title = "an IPv6 literal in brackets",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://[2001:db8::1]:8000/")",
+             .expect = {"tcp [2001:db8::1]:8000 2001:db8::1"}},
+        Case{.title = "an IPv4-mapped IPv6 literal becomes an IPv4 rule",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://[::ffff:10.0.0.5]:8000")",
+             .expect = {"tcp 10.0.0.5:8000 10.0.0.5"}},
+        Case{.title = "an IPv4-mapped AAAA answer becomes an IPv4 rule",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://mapped.internal")",
+             .expect = {"tcp 10.0.0.11:80 mapped.internal"}},
+        Case{.title = "userinfo is ignored",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://agent:secret@model.internal:8000")",
+             .expect = kModelRules},
+        Case{.title = "https without a port is 443",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "https://10.0.0.5/v1")",
+             .expect = {"tcp 10.0.0.5:443 10.0.0.5"}},
+        Case{.title = "a URL without a host is malformed",
+             .phase = R"(network_access: MODEL_ONLY model: "http://:8000/")",
+             .refusal = Refusal::kMalformed,
+             .message_part = "model \"http://:8000/\": \"http://:8000/\" has "
+                             "no host"},
+        Case{.title = "an ftp URL is malformed",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "ftp://model.internal")",
+             .refusal = Refusal::kMalformed,
+             .message_part = "scheme \"ftp\" is not supported"},
+        Case{.title = "a wildcard host is malformed",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://*.internal")",
+             .refusal = Refusal::kMalformed,
+             .message_part = "wildcard"},
+        Case{.title = "a malformed optional tool is malformed even in "
+                      "model_only",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://model.internal:8000"
+                         tool { url: "gopher://x" })",
+             .refusal = Refusal::kMalformed,
+             .message_part = "tool \"gopher://x\""},
+        Case{.title = "duplicates are merged",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://model.internal:8000"
+                         model: "http://MODEL.internal.:8000/other"
+                         allow { host: "10.1.2.3" port: 8000 })",
+             .expect = kModelRules},
+        Case{.title = "a rule inside a wider allowed block is merged",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://10.0.0.5"
+                         allow { name: "net" host: "10.0.0.0/8" port: 443 }
+                         allow { host: "10.0.0.9" port: 443 })",
+             .expect = {"tcp 10.0.0.0/8:443 net", "tcp 10.0.0.5:80 10.0.0.5"}},
+
+        // --- unreachable endpoints --------------------------------------
+        Case{.title = "a model at 0.0.0.0 is refused",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://0.0.0.0:8000")",
+             .refusal = Refusal::kRejected,
+             .message_part = "model \"http://0.0.0.0:8000\" cannot be "
+                             "reached: 0.0.0.0 is the unspecified address"},
+        Case{.title = "a model at [::] is refused",
+             .phase = R"(network_access: MODEL_ONLY model: "http://[::]:80")",
+             .refusal = Refusal::kRejected,
+             .message_part = ":: is the unspecified address"},
+        Case{.title = "a model name that resolves to 0.0.0.0 is refused",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://zero.internal")",
+             .refusal = Refusal::kRejected,
+             .message_part = "\"zero.internal\" resolves only to addresses "
+                             "the sandbox cannot reach"},
+        Case{.title = "a loopback model is allowed in the host's netns",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://127.0.0.1:8000")",
+             .expect = {"tcp 127.0.0.1:8000 127.0.0.1"}},
+        Case{.title = "127.0.0.1 is refused from an own netns",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://127.0.0.1:8000")",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "127.0.0.1 is a loopback address, and a sandbox "
+                             "with its own network namespace cannot reach "
+                             "the host's loopback; the model server is "
+                             "always required"},
+        Case{.title = "127.1.2.3 is loopback too",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://127.1.2.3:8000")",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "127.1.2.3 is a loopback address"},
+        Case{
+            .title = "[::1] is refused from an own netns",
+            .phase = R"(network_access: MODEL_ONLY model: "http://[::1]:8000")",
+            .context = kOwnNetns,
+            .refusal = Refusal::kRejected,
+            .message_part = "::1 is a loopback address"},
+        Case{.title = "mapped loopback is refused from an own netns",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://[::ffff:127.0.0.1]:8000")",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "127.0.0.1 is a loopback address"},
+        Case{.title = "localhost is refused from an own netns",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://localhost:8000")",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "\"localhost\" resolves only to addresses the "
+                             "sandbox cannot reach"},
+        Case{.title = "LOCALHOST with a trailing dot is localhost",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://LOCALHOST.:8000")",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "loopback"},
+        Case{.title = "localhost in the host's netns is both loopbacks",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://localhost:8000")",
+             .expect = {"tcp 127.0.0.1:8000 localhost",
+                        "tcp [::1]:8000 localhost"}},
+        Case{.title = "a name that resolves to loopback is refused from an "
+                      "own netns",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://loop.internal")",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "loopback"},
+        Case{.title = "a name partly on loopback keeps its other addresses",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://part.internal")",
+             .context = kOwnNetns,
+             .expect = {"tcp 10.0.0.12:80 part.internal"}},
+
+        // --- name resolution failures ------------------------------------
+        Case{.title = "a model name that does not exist is rejected",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://nx.internal:8000")",
+             .refusal = Refusal::kRejected,
+             .message_part = "model \"http://nx.internal:8000\": name "
+                             "\"nx.internal\" does not exist"},
+        Case{.title = "a DNS timeout on the model is unavailable",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://slow.internal:8000")",
+             .refusal = Refusal::kUnavailable,
+             .message_part = "model \"http://slow.internal:8000\": DNS "
+                             "timeout"},
+
+        // --- model_only --------------------------------------------------
+        Case{.title = "model_only drops an optional tool",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://model.internal:8000"
+                         tool { name: "search" url: "https://search.internal" })",
+             .expect = ModelRulesAnd({"drop https://search.internal"}),
+             .message_part = "model_only drops optional tool grants"},
+        Case{.title = "model_only refuses a required tool",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://model.internal:8000"
+                         tool { name: "search" url: "https://search.internal"
+                                required: true })",
+             .refusal = Refusal::kRejected,
+             .message_part = "phase \"agent\": tool \"search\" "
+                             "(https://search.internal) is required, but "
+                             "model_only allows only the model server"},
+        Case{.title = "model_only without a model is refused",
+             .phase = R"(network_access: MODEL_ONLY)",
+             .refusal = Refusal::kRejected,
+             .message_part = "network_access model_only needs the model "
+                             "server's endpoint, and none is given"},
+        Case{.title = "model_only keeps allow rules",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://10.0.0.5"
+                         allow { host: "search.internal" port: 443 })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5",
+                        "tcp 10.0.0.9:443 search.internal"}},
+
+        // --- model_and_tools ---------------------------------------------
+        Case{.title = "model_and_tools keeps a tool under its name",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://model.internal:8000"
+                         tool { name: "search" url: "https://search.internal" })",
+             .expect = {"tcp 10.0.0.9:443 search", kModelRules[0],
+                        kModelRules[1]}},
+        Case{.title = "a tool without a name is shown by its host",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5"
+                         tool { url: "http://search.internal:8080" })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5",
+                        "tcp 10.0.0.9:8080 search.internal"}},
+        Case{.title = "an optional tool at 0.0.0.0 is dropped",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5"
+                         tool { url: "http://0.0.0.0:9000" })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "drop http://0.0.0.0:9000"},
+             .message_part = "cannot be reached: 0.0.0.0 is the unspecified "
+                             "address"},
+        Case{.title = "an optional loopback tool is dropped from an own "
+                      "netns",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5"
+                         tool { url: "http://127.0.0.1:9000" })",
+             .context = kOwnNetns,
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5",
+                        "drop http://127.0.0.1:9000"},
+             .message_part = "loopback"},
+        Case{.title = "a required loopback tool is refused from an own netns",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5"
+                         tool { name: "fs" url: "http://127.0.0.1:9000"
+                                required: true })",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "tool \"fs\" (http://127.0.0.1:9000) is "
+                             "required, but it cannot be reached: 127.0.0.1 "
+                             "is a loopback address"},
+        Case{.title = "a required loopback tool is kept in the host's netns",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5"
+                         tool { name: "fs" url: "http://127.0.0.1:9000"
+                                required: true })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "tcp 127.0.0.1:9000 fs"}},
+        Case{.title = "an optional tool whose name does not exist is dropped",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5"
+                         tool { url: "https://nx.internal" })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "drop https://nx.internal"},
+             .message_part = "\"nx.internal\" does not exist"},
+        Case{.title = "a required tool whose name does not exist is rejected",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5"
+                         tool { url: "https://nx.internal" required: true })",
+             .refusal = Refusal::kRejected,
+             .message_part = "tool \"https://nx.internal\": name "
+                             "\"nx.internal\" does not exist"},
+        Case{.title = "a DNS timeout on an optional tool is unavailable",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5"
+                         tool { url: "https://slow.internal" })",
+             .refusal = Refusal::kUnavailable,
+             .message_part = "tool \"https://slow.internal\": DNS timeout"},
+        Case{.title = "model_and_tools without a model is refused",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         tool { url: "https://search.internal" })",
+             .refusal = Refusal::kRejected,
+             .message_part = "model_and_tools needs the model server's "
+                             "endpoint"},
+
+        // --- borrowed sandboxes and inherit ------------------------------
+        Case{.title = "a borrowed sandbox refuses model_only",
+             .phase = R"(network_access: MODEL_ONLY
+                         model: "http://10.0.0.5")",
+             .context = kBorrowed,
+             .refusal = Refusal::kRejected,
+             .message_part = "network_access model_only cannot be enforced "
+                             "on a borrowed sandbox"},
+        Case{.title = "a borrowed sandbox refuses model_and_tools",
+             .phase = R"(network_access: MODEL_AND_TOOLS
+                         model: "http://10.0.0.5")",
+             .context = kBorrowed,
+             .refusal = Refusal::kRejected,
+             .message_part = "only inherit is allowed"},
+        Case{.title = "a borrowed sandbox accepts inherit",
+             .phase = R"(network_access: INHERIT)",
+             .context = kBorrowed,
+             .expect = {}},
+        Case{.title = "inherit compiles to no rules and resolves nothing",
+             .phase = R"(network_access: INHERIT
+                         model: "http://nx.internal"
+                         tool { url: "http://slow.internal" required: true })",
+             .expect = {}},
+
+        Case{.title = "a malformed URL in an inherit phase is malformed",
+             .phase = R"(network_access: INHERIT model: "ftp://model")",
+             .refusal = Refusal::kMalformed,
+             .message_part = "model \"ftp://model\""},
+
+        // --- DNS ---------------------------------------------------------
+        Case{.title = "dns SYSTEM allows the host's resolvers over udp and "
+                      "tcp",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         dns { mode: SYSTEM })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "tcp 10.0.0.53:53 dns",
+                        "tcp 127.0.0.53:53 dns", "udp 10.0.0.53:53 dns",
+                        "udp 127.0.0.53:53 dns"}},
+        Case{.title = "dns unset is SYSTEM",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         dns { })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "tcp 10.0.0.53:53 dns",
+                        "tcp 127.0.0.53:53 dns", "udp 10.0.0.53:53 dns",
+                        "udp 127.0.0.53:53 dns"}},
+        Case{.title = "a loopback host resolver is dropped from an own netns",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         dns { mode: SYSTEM })",
+             .context = kOwnNetns,
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "tcp 10.0.0.53:53 dns",
+                        "udp 10.0.0.53:53 dns", "drop 127.0.0.53:53"},
+             .message_part = "the host's resolver cannot be reached: "
+                             "127.0.0.53 is a loopback address"},
+        Case{.title = "dns LISTED allows the listed resolvers and ports",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         dns { mode: LISTED resolver: "[fd00::53]:5353"
+                               resolver: "10.0.0.54" })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "tcp 10.0.0.54:53 dns",
+                        "tcp [fd00::53]:5353 dns", "udp 10.0.0.54:53 dns",
+                        "udp [fd00::53]:5353 dns"}},
+        Case{.title = "a listed loopback resolver is refused from an own "
+                      "netns",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         dns { mode: LISTED resolver: "127.0.0.1" })",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "dns.resolver \"127.0.0.1\" cannot be reached"},
+        Case{.title = "dns NONE allows no resolver",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         dns { mode: NONE })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5"}},
+
+        // --- allow rules -------------------------------------------------
+        Case{.title = "allow ANY is tcp and udp",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         allow { host: "10.0.0.7" port: 53 protocol: ANY })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "tcp 10.0.0.7:53 10.0.0.7",
+                        "udp 10.0.0.7:53 10.0.0.7"}},
+        Case{.title = "allow with a port range",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         allow { host: "10.0.0.7"
+                                 port_range { first: 8000 last: 8010 }
+                                 protocol: UDP })",
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5",
+                        "udp 10.0.0.7:8000-8010 10.0.0.7"}},
+        Case{.title = "allow 0.0.0.0 is refused",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         allow { host: "0.0.0.0" port: 22 })",
+             .refusal = Refusal::kRejected,
+             .message_part = "allow \"0.0.0.0\" cannot be reached"},
+        Case{.title = "allow loopback is refused from an own netns",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         allow { host: "127.0.0.1" port: 8080 })",
+             .context = kOwnNetns,
+             .refusal = Refusal::kRejected,
+             .message_part = "allow \"127.0.0.1\" cannot be reached"},
+        Case{.title = "allow loopback is the namespace's own with "
+                      "LOOPBACK_RULES_ONLY",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         loopback: LOOPBACK_RULES_ONLY
+                         allow { host: "127.0.0.1" port: 8080 })",
+             .context = kOwnNetns,
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5",
+                        "tcp 127.0.0.1:8080 127.0.0.1"}},
+        Case{.title = "an IPv4-mapped allowed block becomes IPv4",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         allow { host: "::ffff:10.0.0.0/104" port: 443 })",
+             .expect = {"tcp 10.0.0.0/8:443 10.0.0.0/8",
+                        "tcp 10.0.0.5:80 10.0.0.5"}},
+        Case{.title = "an allowed block with host bits set is malformed",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         allow { host: "10.0.0.1/8" port: 443 })",
+             .refusal = Refusal::kMalformed,
+             .message_part = "allow \"10.0.0.1/8\""},
+        Case{.title = "an allowed wildcard is malformed",
+             .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
+                         allow { host: "*.internal" port: 443 })",
+             .refusal = Refusal::kMalformed,
+             .message_part = "wildcard"},
+        Case{.title = "an unset network_access is malformed, not inherit",
+             .phase = R"(model: "http://10.0.0.5")",
+             .refusal = Refusal::kMalformed,
+             .message_part = "network_access is not set"}),
+    CaseName);
+
+v1::PolicySet Parse(const std::string& text) {
+  v1::PolicySet p;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
+  return p;
+}
+
+TEST(Compile, ModelOnlyDoesNotResolveDroppedTools) {
+  FakeResolver resolver;
+  AddFixedAnswers(&resolver);
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" dns { mode: NONE }
+                       tool { url: "http://slow.internal" } })"),
+                       RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(resolver.asked(), IsEmpty());
+}
+
+TEST(Compile, EachNameIsResolvedOncePerCompile) {
+  FakeResolver resolver;
+  AddFixedAnswers(&resolver);
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_ONLY dns { mode: NONE } }
+               phase { name: "b" network_access: MODEL_AND_TOOLS
+                       dns { mode: NONE } })"),
+      RolloutEndpoints{.model = {"http://model.internal:8000"}}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(resolver.asked(), ElementsAre("model.internal"));
+  ASSERT_EQ(out->phases.size(), 2u);
+  EXPECT_EQ(out->phases[0].rules, out->phases[1].rules);
+}
+
+TEST(Compile, RolloutEndpointsReachEveryRestrictedPhase) {
+  FakeResolver resolver;
+  AddFixedAnswers(&resolver);
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  v1::ToolGrant tool;
+  tool.set_url("https://search.internal");
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(name: "p"
+               phase { name: "setup" network_access: INHERIT }
+               phase { name: "agent" network_access: MODEL_AND_TOOLS
+                       dns { mode: NONE } })"),
+      RolloutEndpoints{.model = {"http://10.0.0.5"}, .tools = {tool}},
+      kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->phases.size(), 2u);
+  EXPECT_FALSE(out->phases[0].restricted());
+  EXPECT_THAT(out->phases[0].rules, IsEmpty());
+  EXPECT_THAT(Lines(out->phases[1]),
+              ElementsAre("tcp 10.0.0.5:80 10.0.0.5",
+                          "tcp 10.0.0.9:443 search.internal"));
+}
+
+TEST(Compile, TheFirstRefusalInPhaseOrderWins) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(phase { name: "first" network_access: MODEL_ONLY }
+               phase { name: "second" network_access: MODEL_ONLY
+                       model: "http://0.0.0.0" })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("phase \"first\""));
+}
+
+TEST(Compile, OnlyPhaseCompilesThatPhase) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  v1::PolicySet p = Parse(R"(phase { name: "broken" network_access: MODEL_ONLY }
+                             phase { name: "setup" network_access: INHERIT })");
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(p, RolloutEndpoints{}, kHostNetns, "setup");
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->phases.size(), 1u);
+  EXPECT_EQ(out->phases[0].name, "setup");
+
+  out = compiler.Compile(p, RolloutEndpoints{}, kHostNetns, "nope");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed);
+}
+
+TEST(Compile, UnknownSystemResolversMatterOnlyToDnsSystem) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver,
+                          Unavailable("cannot read the nameservers from x"));
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" dns { mode: NONE } })"),
+                       RolloutEndpoints{}, kHostNetns);
+  EXPECT_TRUE(out.ok()) << out.status();
+  out = compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                                          model: "http://10.0.0.5" })"),
+                         RolloutEndpoints{}, kHostNetns);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(RefusalOf(out.status()), Refusal::kUnavailable);
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("dns SYSTEM allows the host's nameservers"));
+}
+
+TEST(Compile, PhaseSettingsAreCarriedWithDefaultsFilledIn) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(phase { name: "a" network_access: INHERIT }
+               phase { name: "b" network_access: INHERIT
+                       loopback: LOOPBACK_RULES_ONLY guard { mode: LSM }
+                       audit { allowed: ALL } })"),
+                       RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->phases[0].guard, v1::Guard::AUTO);
+  EXPECT_EQ(out->phases[0].audit_allowed, v1::Audit::FIRST_PER_DESTINATION);
+  EXPECT_EQ(out->phases[0].loopback, v1::LOOPBACK_DEFAULT);
+  EXPECT_EQ(out->phases[1].guard, v1::Guard::LSM);
+  EXPECT_EQ(out->phases[1].audit_allowed, v1::Audit::ALL);
+  EXPECT_EQ(out->phases[1].loopback, v1::LOOPBACK_RULES_ONLY);
+}
+
+TEST(ContentHash, DependsOnTheEffectivePolicyOnly) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  // The same policy written two ways hashes the same.
+  absl::StatusOr<CompiledPolicy> a = compiler.Compile(
+      Parse(R"(name: "x" phase { name: "a" network_access: INHERIT })"),
+      RolloutEndpoints{}, kHostNetns);
+  absl::StatusOr<CompiledPolicy> b = compiler.Compile(
+      Parse("# a comment\nphase {\n network_access: INHERIT\n name: \"a\"\n}\n"
+            "name: \"x\""),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->content_hash, b->content_hash);
+  EXPECT_EQ(a->content_hash.size(), 64u);
+  // An endpoint from the command line is part of the effective policy.
+  absl::StatusOr<CompiledPolicy> c = compiler.Compile(
+      Parse(R"(name: "x" phase { name: "a" network_access: INHERIT })"),
+      RolloutEndpoints{.model = {"http://10.0.0.5"}}, kHostNetns);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(a->content_hash, c->content_hash);
+}
+
+}  // namespace
+}  // namespace sandfence

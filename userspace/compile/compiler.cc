@@ -1,0 +1,336 @@
+#include "compile/compiler.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "compile/content_hash.h"
+#include "compile/rules.h"
+#include "policy/validate.h"
+
+namespace sandfence {
+namespace {
+
+std::string Quote(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
+
+// The same status class with a message that says where it happened.
+absl::Status WithContext(const absl::Status& status, absl::string_view where) {
+  return absl::Status(status.code(),
+                      absl::StrCat(where, ": ", status.message()));
+}
+
+std::string ToolLabel(const v1::ToolGrant& tool) {
+  if (tool.name().empty()) return absl::StrCat("tool ", Quote(tool.url()));
+  return absl::StrCat("tool ", Quote(tool.name()), " (", tool.url(), ")");
+}
+
+std::vector<L4> ProtocolsOf(v1::Protocol protocol) {
+  switch (protocol) {
+    case v1::UDP:
+      return {L4::kUdp};
+    case v1::ANY:
+      return {L4::kTcp, L4::kUdp};
+    default:  // TCP, or unset: the common case of a TCP service
+      return {L4::kTcp};
+  }
+}
+
+void AddRules(const std::vector<IpPrefix>& prefixes,
+              const std::vector<L4>& protocols, uint16_t port_first,
+              uint16_t port_last, RuleSource source, const std::string& origin,
+              std::vector<Rule>* rules) {
+  for (L4 protocol : protocols) {
+    for (const IpPrefix& prefix : prefixes) {
+      rules->push_back(
+          Rule{protocol, prefix, port_first, port_last, source, origin});
+    }
+  }
+}
+
+}  // namespace
+
+PolicyCompiler::PolicyCompiler(
+    Resolver* resolver, absl::StatusOr<std::vector<HostPort>> system_resolvers)
+    : resolver_(resolver), system_resolvers_(std::move(system_resolvers)) {}
+
+absl::StatusOr<CompiledPolicy> PolicyCompiler::Compile(
+    const v1::PolicySet& policy, const RolloutEndpoints& endpoints,
+    const CompileContext& context, absl::string_view only_phase) {
+  v1::PolicySet effective = ApplyRolloutEndpoints(policy, endpoints);
+  if (absl::Status s = ValidatePolicySet(effective); !s.ok()) return s;
+
+  cache_.clear();
+  CompiledPolicy out;
+  out.name = effective.name();
+  out.content_hash = PolicyContentHash(effective);
+  for (const v1::Phase& phase : effective.phase()) {
+    if (!only_phase.empty() && phase.name() != only_phase) continue;
+    absl::StatusOr<CompiledPhase> compiled = CompilePhase(phase, context);
+    if (!compiled.ok()) return compiled.status();
+    out.phases.push_back(*std::move(compiled));
+  }
+  if (out.phases.empty()) {
+    return Malformed(absl::StrCat("policy ", Quote(effective.name()),
+                                  " has no phase ", Quote(only_phase)));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<IpAddress>> PolicyCompiler::Addresses(
+    const std::string& name) {
+  if (auto it = cache_.find(name); it != cache_.end()) return it->second;
+  absl::StatusOr<std::vector<IpAddress>> addrs;
+  if (IsLocalhostName(name)) {
+    addrs = std::vector<IpAddress>{*IpAddress::Parse("127.0.0.1"),
+                                   *IpAddress::Parse("::1")};
+  } else if (resolver_ == nullptr) {
+    addrs = Unavailable("no resolver is configured");
+  } else {
+    addrs = resolver_->Resolve(name);
+  }
+  cache_.emplace(name, addrs);
+  return addrs;
+}
+
+absl::StatusOr<PolicyCompiler::Reach> PolicyCompiler::ReachOf(
+    const Host& host, const CompileContext& context,
+    bool own_loopback_by_rules) {
+  Reach reach;
+  if (!host.is_name()) {
+    reach.unreachable =
+        UnreachableReason(host.prefix, context, own_loopback_by_rules);
+    if (reach.unreachable.empty()) reach.prefixes.push_back(host.prefix);
+    return reach;
+  }
+  absl::StatusOr<std::vector<IpAddress>> addrs = Addresses(host.name);
+  // The resolver's messages name the name and the server asked.
+  if (!addrs.ok()) return addrs.status();
+  std::string first_reason;
+  for (const IpAddress& addr : *addrs) {
+    IpPrefix prefix = IpPrefix::Host(addr.Unmapped());
+    // Addresses the sandbox cannot reach are left out even when others
+    // remain: a rule for 0.0.0.0 would open the local host.
+    std::string why = UnreachableReason(prefix, context, own_loopback_by_rules);
+    if (why.empty()) {
+      reach.prefixes.push_back(prefix);
+    } else if (first_reason.empty()) {
+      first_reason = std::move(why);
+    }
+  }
+  if (reach.prefixes.empty()) {
+    reach.unreachable =
+        addrs->empty()
+            ? absl::StrCat(Quote(host.name), " has no address")
+            : absl::StrCat(Quote(host.name),
+                           " resolves only to addresses the sandbox cannot "
+                           "reach: ",
+                           first_reason);
+  }
+  return reach;
+}
+
+absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
+    const v1::Phase& phase, const CompileContext& context) {
+  const std::string label = PhaseLabel(phase.name());
+  CompiledPhase out;
+  out.name = phase.name();
+  out.access = phase.network_access();
+  out.loopback = phase.loopback();
+  out.guard = phase.guard().mode() == v1::Guard::MODE_UNSPECIFIED
+                  ? v1::Guard::AUTO
+                  : phase.guard().mode();
+  out.audit_allowed = phase.audit().allowed() == v1::Audit::ALLOWED_UNSPECIFIED
+                          ? v1::Audit::FIRST_PER_DESTINATION
+                          : phase.audit().allowed();
+
+  // Everything is parsed before anything is judged: malformed input is
+  // reported as such whatever the mode would have done with it, inherit
+  // phases included (a typo is a typo even where it has no effect yet).
+  std::vector<Endpoint> models;
+  for (const std::string& url : phase.model()) {
+    absl::StatusOr<Endpoint> ep = ParseEndpointUrl(url);
+    if (!ep.ok()) {
+      return WithContext(ep.status(),
+                         absl::StrCat(label, ": model ", Quote(url)));
+    }
+    models.push_back(*std::move(ep));
+  }
+  std::vector<Endpoint> tools;
+  for (const v1::ToolGrant& tool : phase.tool()) {
+    absl::StatusOr<Endpoint> ep = ParseEndpointUrl(tool.url());
+    if (!ep.ok()) {
+      return WithContext(ep.status(),
+                         absl::StrCat(label, ": ", ToolLabel(tool)));
+    }
+    tools.push_back(*std::move(ep));
+  }
+  std::vector<Host> allow_hosts;
+  for (const v1::AllowRule& rule : phase.allow()) {
+    absl::StatusOr<Host> host =
+        NormalizeHost(rule.host(), HostForm::kAddressNameOrPrefix);
+    if (!host.ok()) {
+      return WithContext(host.status(),
+                         absl::StrCat(label, ": allow ", Quote(rule.host())));
+    }
+    allow_hosts.push_back(*std::move(host));
+  }
+
+  if (!out.restricted()) return out;  // inherit: nothing to resolve
+
+  const std::string mode(AccessName(phase.network_access()));
+  if (context.borrowed) {
+    return Rejected(absl::StrCat(
+        label, ": network_access ", mode,
+        " cannot be enforced on a borrowed sandbox: it keeps its owner's "
+        "network, so only inherit is allowed"));
+  }
+
+  if (models.empty()) {
+    return Rejected(absl::StrCat(
+        label, ": network_access ", mode,
+        " needs the model server's endpoint, and none is given; add model: "
+        "\"http://HOST:PORT/...\" to the phase, or give it per rollout "
+        "(--model URL)"));
+  }
+  if (phase.network_access() == v1::MODEL_ONLY) {
+    for (const v1::ToolGrant& tool : phase.tool()) {
+      if (tool.required()) {
+        return Rejected(absl::StrCat(
+            label, ": ", ToolLabel(tool),
+            " is required, but model_only allows only the model server"));
+      }
+    }
+  }
+
+  std::vector<Rule> rules;
+  // The model server: always required.
+  for (size_t i = 0; i < models.size(); ++i) {
+    const Endpoint& ep = models[i];
+    std::string where = absl::StrCat(label, ": model ", Quote(phase.model(i)));
+    absl::StatusOr<Reach> reach = ReachOf(ep.host, context, false);
+    if (!reach.ok()) return WithContext(reach.status(), where);
+    if (reach->prefixes.empty()) {
+      return Rejected(absl::StrCat(where,
+                                   " cannot be reached: ", reach->unreachable,
+                                   "; the model server is always required"));
+    }
+    AddRules(reach->prefixes, {L4::kTcp}, ep.port, ep.port, RuleSource::kModel,
+             ep.host.ToString(), &rules);
+  }
+
+  // Tool grants.
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const v1::ToolGrant& tool = phase.tool(i);
+    const Endpoint& ep = tools[i];
+    auto drop = [&](std::string reason) {
+      out.dropped.push_back(DroppedGrant{tool.url(), tool.name(),
+                                         std::move(reason), RuleSource::kTool});
+    };
+    if (phase.network_access() == v1::MODEL_ONLY) {
+      drop("model_only drops optional tool grants");
+      continue;
+    }
+    std::string where = absl::StrCat(label, ": ", ToolLabel(tool));
+    absl::StatusOr<Reach> reach = ReachOf(ep.host, context, false);
+    if (!reach.ok()) {
+      // A name that does not exist can never be reached: an optional grant
+      // is dropped. A transient failure is not a reason to drop: the
+      // compiled policy would then depend on the DNS server's mood, so the
+      // whole compile is refused as retryable.
+      if (!tool.required() && RefusalOf(reach.status()) == Refusal::kRejected) {
+        drop(absl::StrCat("cannot be reached: ", reach.status().message()));
+        continue;
+      }
+      return WithContext(reach.status(), where);
+    }
+    if (reach->prefixes.empty()) {
+      if (tool.required()) {
+        return Rejected(absl::StrCat(
+            where,
+            " is required, but it cannot be reached: ", reach->unreachable));
+      }
+      drop(absl::StrCat("cannot be reached: ", reach->unreachable));
+      continue;
+    }
+    AddRules(reach->prefixes, {L4::kTcp}, ep.port, ep.port, RuleSource::kTool,
+             tool.name().empty() ? ep.host.ToString() : tool.name(), &rules);
+  }
+
+  // Explicit allow rules: asked for by name, so refused when unreachable.
+  const bool own_loopback_by_rules =
+      phase.loopback() == v1::LOOPBACK_RULES_ONLY;
+  for (size_t i = 0; i < allow_hosts.size(); ++i) {
+    const v1::AllowRule& rule = phase.allow(i);
+    std::string where = absl::StrCat(label, ": allow ", Quote(rule.host()));
+    absl::StatusOr<Reach> reach =
+        ReachOf(allow_hosts[i], context, own_loopback_by_rules);
+    if (!reach.ok()) return WithContext(reach.status(), where);
+    if (reach->prefixes.empty()) {
+      return Rejected(
+          absl::StrCat(where, " cannot be reached: ", reach->unreachable));
+    }
+    uint16_t first = static_cast<uint16_t>(rule.port());
+    uint16_t last = first;
+    if (rule.has_port_range()) {
+      first = static_cast<uint16_t>(rule.port_range().first());
+      last = static_cast<uint16_t>(rule.port_range().last());
+    }
+    AddRules(reach->prefixes, ProtocolsOf(rule.protocol()), first, last,
+             RuleSource::kAllow,
+             rule.name().empty() ? allow_hosts[i].ToString() : rule.name(),
+             &rules);
+  }
+
+  // DNS: to the resolvers only, over UDP and TCP (large answers).
+  const std::vector<L4> kDnsProtocols = {L4::kTcp, L4::kUdp};
+  switch (phase.dns().mode()) {
+    case v1::Dns::NONE:
+      break;
+    case v1::Dns::LISTED:
+      for (const std::string& text : phase.dns().resolver()) {
+        absl::StatusOr<HostPort> hp = HostPort::Parse(text, 53);
+        if (!hp.ok()) return hp.status();  // ValidatePolicySet checked it
+        IpPrefix prefix = IpPrefix::Host(hp->addr.Unmapped());
+        std::string why =
+            UnreachableReason(prefix, context, own_loopback_by_rules);
+        if (!why.empty()) {
+          return Rejected(absl::StrCat(label, ": dns.resolver ", Quote(text),
+                                       " cannot be reached: ", why));
+        }
+        AddRules({prefix}, kDnsProtocols, hp->port, hp->port, RuleSource::kDns,
+                 "dns", &rules);
+      }
+      break;
+    default: {  // SYSTEM, or unset
+      if (!system_resolvers_.ok()) {
+        return WithContext(
+            system_resolvers_.status(),
+            absl::StrCat(label,
+                         ": dns SYSTEM allows the host's nameservers, which "
+                         "are not known (give --resolver, or list resolvers "
+                         "with dns { mode: LISTED resolver: \"IP\" })"));
+      }
+      for (const HostPort& hp : *system_resolvers_) {
+        IpPrefix prefix = IpPrefix::Host(hp.addr.Unmapped());
+        HostPort shown{prefix.address(), hp.port};
+        std::string why = UnreachableReason(prefix, context, false);
+        if (!why.empty()) {
+          out.dropped.push_back(DroppedGrant{
+              shown.ToString(), "dns",
+              absl::StrCat("the host's resolver cannot be reached: ", why),
+              RuleSource::kDns});
+          continue;
+        }
+        AddRules({prefix}, kDnsProtocols, hp.port, hp.port, RuleSource::kDns,
+                 "dns", &rules);
+      }
+      break;
+    }
+  }
+
+  SortAndMergeRules(&rules);
+  out.rules = std::move(rules);
+  return out;
+}
+
+}  // namespace sandfence

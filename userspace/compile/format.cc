@@ -1,0 +1,148 @@
+#include "compile/format.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "compile/rules.h"
+#include "policy/rollout_endpoints.h"
+
+namespace sandfence {
+namespace {
+
+std::string Pad(absl::string_view s, size_t width) {
+  std::string out(s);
+  if (out.size() < width) out.append(width - out.size(), ' ');
+  return out;
+}
+
+std::string DroppedWhat(const DroppedGrant& d) {
+  if (d.source == RuleSource::kDns) return absl::StrCat("dns ", d.url);
+  if (d.name.empty()) return absl::StrCat("tool ", d.url);
+  return absl::StrCat("tool \"", d.name, "\" (", d.url, ")");
+}
+
+}  // namespace
+
+std::string FormatDestination(const Rule& rule) {
+  std::string addr = rule.dest.ToString();
+  if (!rule.dest.address().is_v4()) addr = absl::StrCat("[", addr, "]");
+  if (rule.port_first == rule.port_last) {
+    return absl::StrCat(addr, ":", rule.port_first);
+  }
+  return absl::StrCat(addr, ":", rule.port_first, "-", rule.port_last);
+}
+
+std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
+  size_t phase_width = 0;
+  size_t dest_width = 0;
+  for (const CompiledPhase& phase : policy.phases) {
+    phase_width = std::max(phase_width, phase.name.size());
+    for (const Rule& rule : phase.rules) {
+      dest_width = std::max(dest_width, FormatDestination(rule).size());
+    }
+  }
+
+  std::string out = absl::StrCat("policy \"", policy.name,
+                                 "\"  sha256:", policy.content_hash, "\n");
+  for (const CompiledPhase& phase : policy.phases) {
+    std::string name = Pad(phase.name, phase_width);
+    if (!phase.restricted()) {
+      absl::StrAppend(&out, name, "  mode ", AccessName(phase.access),
+                      " (no restrictions)\n");
+      continue;
+    }
+    absl::StrAppend(&out, name, "  mode ", AccessName(phase.access), "\n");
+    for (const Rule& rule : phase.rules) {
+      absl::StrAppend(&out, name, "  allow ", L4Name(rule.protocol), " ",
+                      Pad(FormatDestination(rule), dest_width), "  ",
+                      rule.origin, "\n");
+    }
+    for (const DroppedGrant& d : phase.dropped) {
+      absl::StrAppend(&out, name, "  drop  ", DroppedWhat(d), ": ", d.reason,
+                      "\n");
+    }
+    // Default-deny is stated, never implied.
+    absl::StrAppend(&out, name, "  deny  all other traffic\n");
+  }
+  return out;
+}
+
+std::string JsonQuote(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          absl::StrAppendFormat(&out, "\\u%04x", u);
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
+  std::vector<std::string> phases;
+  for (const CompiledPhase& phase : policy.phases) {
+    std::vector<std::string> rules;
+    for (const Rule& rule : phase.rules) {
+      rules.push_back(absl::StrCat(
+          "        {\"protocol\": ", JsonQuote(L4Name(rule.protocol)),
+          ", \"dest\": ", JsonQuote(rule.dest.ToString()), ", \"port_first\": ",
+          rule.port_first, ", \"port_last\": ", rule.port_last,
+          ", \"source\": ", JsonQuote(RuleSourceName(rule.source)),
+          ", \"origin\": ", JsonQuote(rule.origin), "}"));
+    }
+    std::vector<std::string> dropped;
+    for (const DroppedGrant& d : phase.dropped) {
+      dropped.push_back(absl::StrCat(
+          "        {\"source\": ", JsonQuote(RuleSourceName(d.source)),
+          ", \"name\": ", JsonQuote(d.name), ", \"url\": ", JsonQuote(d.url),
+          ", \"reason\": ", JsonQuote(d.reason), "}"));
+    }
+    auto list = [](const std::vector<std::string>& items) {
+      if (items.empty()) return std::string("[]");
+      return absl::StrCat("[\n", absl::StrJoin(items, ",\n"), "\n      ]");
+    };
+    phases.push_back(absl::StrCat(
+        "    {\n"
+        "      \"name\": ",
+        JsonQuote(phase.name), ",\n", "      \"network_access\": ",
+        JsonQuote(v1::NetworkAccess_Name(phase.access)), ",\n",
+        "      \"restricted\": ", phase.restricted() ? "true" : "false", ",\n",
+        "      \"rules\": ", list(rules), ",\n",
+        "      \"dropped\": ", list(dropped), ",\n", "      \"loopback\": ",
+        JsonQuote(v1::Loopback_Name(phase.loopback)), ",\n",
+        "      \"guard\": ", JsonQuote(v1::Guard::Mode_Name(phase.guard)),
+        ",\n", "      \"audit_allowed\": ",
+        JsonQuote(v1::Audit::Allowed_Name(phase.audit_allowed)), "\n",
+        "    }"));
+  }
+  return absl::StrCat("{\n  \"policy\": ", JsonQuote(policy.name),
+                      ",\n  \"content_hash\": ", JsonQuote(policy.content_hash),
+                      ",\n  \"phases\": [\n", absl::StrJoin(phases, ",\n"),
+                      "\n  ]\n}\n");
+}
+
+}  // namespace sandfence

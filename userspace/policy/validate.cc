@@ -1,0 +1,223 @@
+#include "policy/validate.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/ip.h"
+#include "common/status.h"
+
+namespace sandfence {
+namespace {
+
+constexpr size_t kMaxPhaseName = 64;
+constexpr size_t kMaxLabel = 128;
+
+bool IsPhaseNameChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+         c == '-' || c == '.';
+}
+
+// Tool and rule names are printed in one column of `check` output and in
+// records: any text but control characters.
+absl::Status CheckLabel(absl::string_view where, absl::string_view label) {
+  if (label.size() > kMaxLabel) {
+    return Malformed(absl::StrCat(where, ": name \"", label.substr(0, 32),
+                                  "...\" is longer than ", kMaxLabel,
+                                  " bytes"));
+  }
+  for (char c : label) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Malformed(
+          absl::StrCat(where, ": name contains a control character"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPort(absl::string_view where, absl::string_view field,
+                       uint32_t port) {
+  if (port == 0 || port > 65535) {
+    return Malformed(
+        absl::StrCat(where, ": ", field, " ", port, " is not in 1..65535"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAllow(const std::string& phase_label, int index,
+                           const v1::AllowRule& rule) {
+  std::string where =
+      rule.host().empty()
+          ? absl::StrCat(phase_label, ": allow #", index + 1)
+          : absl::StrCat(phase_label, ": allow \"", rule.host(), "\"");
+  if (rule.host().empty()) {
+    return Malformed(
+        absl::StrCat(where, " has no host (a name, an IP address or a CIDR)"));
+  }
+  if (!v1::Protocol_IsValid(rule.protocol())) {
+    return Malformed(absl::StrCat(where, ": protocol ", rule.protocol(),
+                                  " is not TCP, UDP or ANY"));
+  }
+  if (absl::Status s = CheckLabel(where, rule.name()); !s.ok()) return s;
+  if (rule.port() != 0 && rule.has_port_range()) {
+    return Malformed(absl::StrCat(where, ": has both port ", rule.port(),
+                                  " and port_range; give exactly one"));
+  }
+  if (rule.has_port_range()) {
+    const v1::PortRange& r = rule.port_range();
+    if (absl::Status s = CheckPort(where, "port_range.first", r.first());
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = CheckPort(where, "port_range.last", r.last());
+        !s.ok()) {
+      return s;
+    }
+    if (r.first() > r.last()) {
+      return Malformed(absl::StrCat(where, ": port_range ", r.first(), "-",
+                                    r.last(), " is empty (first > last)"));
+    }
+    return absl::OkStatus();
+  }
+  if (rule.port() == 0) {
+    return Malformed(
+        absl::StrCat(where,
+                     ": has no port; give port or port_range (sandfence allows "
+                     "host + port + protocol, never a whole host)"));
+  }
+  return CheckPort(where, "port", rule.port());
+}
+
+absl::Status ValidateDns(const std::string& phase_label, const v1::Dns& dns) {
+  if (!v1::Dns::Mode_IsValid(dns.mode())) {
+    return Malformed(absl::StrCat(phase_label, ": dns.mode ", dns.mode(),
+                                  " is not SYSTEM, NONE or LISTED"));
+  }
+  if (dns.mode() != v1::Dns::LISTED) {
+    if (dns.resolver_size() > 0) {
+      return Malformed(absl::StrCat(
+          phase_label, ": dns.resolver \"", dns.resolver(0),
+          "\" is given, but resolvers are listed only with mode: LISTED (mode "
+          "is ",
+          v1::Dns::Mode_Name(dns.mode() == v1::Dns::MODE_UNSPECIFIED
+                                 ? v1::Dns::SYSTEM
+                                 : dns.mode()),
+          ")"));
+    }
+    return absl::OkStatus();
+  }
+  if (dns.resolver_size() == 0) {
+    return Malformed(absl::StrCat(
+        phase_label,
+        ": dns.mode LISTED lists no resolver; add resolver: \"IP[:PORT]\" or "
+        "use mode: NONE"));
+  }
+  for (const std::string& resolver : dns.resolver()) {
+    absl::StatusOr<HostPort> hp = HostPort::Parse(resolver, 53);
+    if (!hp.ok()) {
+      return Malformed(
+          absl::StrCat(phase_label, ": dns.resolver \"", resolver,
+                       "\" is not \"IP\", \"IP:PORT\" or \"[IPv6]:PORT\": ",
+                       hp.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePhase(const v1::Phase& phase) {
+  std::string label = PhaseLabel(phase.name());
+  if (phase.network_access() == v1::NETWORK_ACCESS_UNSPECIFIED) {
+    return Malformed(absl::StrCat(
+        label,
+        ": network_access is not set; choose INHERIT, MODEL_ONLY or "
+        "MODEL_AND_TOOLS (an unset mode is never taken as INHERIT)"));
+  }
+  if (!v1::NetworkAccess_IsValid(phase.network_access())) {
+    return Malformed(absl::StrCat(label, ": network_access ",
+                                  phase.network_access(),
+                                  " is not INHERIT, MODEL_ONLY or "
+                                  "MODEL_AND_TOOLS"));
+  }
+  for (int i = 0; i < phase.model_size(); ++i) {
+    if (phase.model(i).empty()) {
+      return Malformed(absl::StrCat(label, ": model #", i + 1,
+                                    " is empty; give a URL such as "
+                                    "\"http://model.internal:8000/v1\""));
+    }
+  }
+  for (int i = 0; i < phase.tool_size(); ++i) {
+    const v1::ToolGrant& tool = phase.tool(i);
+    std::string where =
+        tool.name().empty()
+            ? absl::StrCat(label, ": tool #", i + 1)
+            : absl::StrCat(label, ": tool \"", tool.name(), "\"");
+    if (tool.url().empty()) {
+      return Malformed(absl::StrCat(where, " has no url"));
+    }
+    if (absl::Status s = CheckLabel(where, tool.name()); !s.ok()) return s;
+  }
+  for (int i = 0; i < phase.allow_size(); ++i) {
+    if (absl::Status s = ValidateAllow(label, i, phase.allow(i)); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = ValidateDns(label, phase.dns()); !s.ok()) return s;
+  if (!v1::Loopback_IsValid(phase.loopback())) {
+    return Malformed(absl::StrCat(label, ": loopback ", phase.loopback(),
+                                  " is not a known value"));
+  }
+  if (!v1::Guard::Mode_IsValid(phase.guard().mode())) {
+    return Malformed(absl::StrCat(label, ": guard.mode ", phase.guard().mode(),
+                                  " is not a known value"));
+  }
+  if (!v1::Audit::Allowed_IsValid(phase.audit().allowed())) {
+    return Malformed(absl::StrCat(label, ": audit.allowed ",
+                                  phase.audit().allowed(),
+                                  " is not a known value"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string PhaseLabel(absl::string_view phase_name) {
+  return absl::StrCat("phase \"", phase_name, "\"");
+}
+
+absl::Status ValidatePolicySet(const v1::PolicySet& policy) {
+  if (policy.phase_size() == 0) {
+    return Malformed(absl::StrCat(
+        "policy \"", policy.name(),
+        "\" has no phase; add phase { name: \"agent\" network_access: "
+        "MODEL_ONLY }"));
+  }
+  std::map<std::string, int> seen;  // name -> 1-based position
+  for (int i = 0; i < policy.phase_size(); ++i) {
+    const std::string& name = policy.phase(i).name();
+    if (name.empty()) {
+      return Malformed(
+          absl::StrCat("phase #", i + 1, " has no name; add name: \"...\""));
+    }
+    bool good = name.size() <= kMaxPhaseName;
+    for (char c : name) good = good && IsPhaseNameChar(c);
+    if (!good) {
+      return Malformed(absl::StrCat(
+          PhaseLabel(name),
+          ": a phase name uses only letters, digits, '_', '-' and '.', at "
+          "most ",
+          kMaxPhaseName, " of them"));
+    }
+    auto [it, inserted] = seen.emplace(name, i + 1);
+    if (!inserted) {
+      return Malformed(absl::StrCat(PhaseLabel(name),
+                                    " is defined twice (phases #", it->second,
+                                    " and #", i + 1, ")"));
+    }
+    if (absl::Status s = ValidatePhase(policy.phase(i)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sandfence
