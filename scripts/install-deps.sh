@@ -15,6 +15,7 @@ PACKAGES="
   python3 python3-grpcio python3-grpc-tools
   qemu-system-x86 busybox-static cpio
   libidn2-dev libssl-dev
+  vagrant
 "
 
 if [ "$(id -u)" -ne 0 ]; then

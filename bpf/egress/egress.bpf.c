@@ -33,6 +33,12 @@
 
 /* Set by the controller before load: the netns cookie of the host netns. */
 const volatile __u64 sf_host_netns = 0;
+/*
+ * Whether cgroup_skb programs may call bpf_get_netns_cookie (6.x kernels
+ * added it after 6.1). The controller probes and sets it; when it is false
+ * the verifier prunes the call as dead code.
+ */
+const volatile bool sf_skb_has_netns_cookie = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -90,10 +96,16 @@ static __always_inline bool sf_should_record_allow(__u64 id,
 	return bpf_map_update_elem(&sf_seen, &k, &one, BPF_NOEXIST) == 0;
 }
 
+/*
+ * task: the hook runs in the calling task's context (the sock_addr and
+ * sock_create hooks). cgroup_skb may run in softirq context, and before 6.2
+ * it may not call the current-task helpers at all: no pid, uid or comm
+ * there. Always a constant at the call site, so the branch compiles away.
+ */
 static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
 				      const struct sf_decision *dec,
 				      __u32 generation, __u8 hook,
-				      __u8 sock_type)
+				      __u8 sock_type, bool task)
 {
 	struct sf_counters *c = sf_counters_of(sandbox);
 	struct sf_net_event *e;
@@ -112,8 +124,8 @@ static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
 			__sync_fetch_and_add(&c->events_lost, 1);
 		return;
 	}
-	pid_tgid = bpf_get_current_pid_tgid();
-	uid_gid = bpf_get_current_uid_gid();
+	pid_tgid = task ? bpf_get_current_pid_tgid() : 0;
+	uid_gid = task ? bpf_get_current_uid_gid() : 0;
 	e->type = SF_EVENT_NET;
 	e->hook = hook;
 	e->verdict = dec->verdict;
@@ -131,9 +143,12 @@ static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
 	e->gid = uid_gid >> 32;
 	e->boot_ns = bpf_ktime_get_boot_ns();
 	e->sandbox = sandbox;
-	e->cgroup = bpf_get_current_cgroup_id();
+	e->cgroup = task ? bpf_get_current_cgroup_id() : 0;
 	__builtin_memcpy(e->addr, d->addr, 16);
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	if (task)
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
+	else
+		__builtin_memset(e->comm, 0, sizeof(e->comm));
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -214,12 +229,12 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX,
 		       SF_NO_RULE);
 		sf_record(bpf_get_current_cgroup_id(), &w->d, &w->dec, 0, hook,
-			  w->sock_type);
+			  w->sock_type, true);
 		return 0;
 	}
 	if (w->dec.verdict == SF_VERDICT_DENY) {
 		sf_record(w->id, &w->d, &w->dec, w->generation, hook,
-			  w->sock_type);
+			  w->sock_type, true);
 		return 0;
 	}
 	/* Socket creation that passes is not an event worth recording. */
@@ -230,7 +245,7 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 
 	if (sf_should_record_allow(w->id, &sb, &w->d)) {
 		sf_record(w->id, &w->d, &w->dec, w->generation, hook,
-			  w->sock_type);
+			  w->sock_type, true);
 	} else {
 		struct sf_counters *c = sf_counters_of(w->id);
 
@@ -363,7 +378,7 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 	 * catches what a sandbox's rules forbid. */
 	if (w->found && w->dec.verdict == SF_VERDICT_DENY) {
 		sf_record(w->id, &w->d, &w->dec, w->generation,
-			  SF_HOOK_SKB_EGRESS, 0);
+			  SF_HOOK_SKB_EGRESS, 0, false);
 		return 0;
 	}
 	return 1;
@@ -372,11 +387,17 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 SEC("cgroup_skb/egress")
 int sf_skb_egress(struct __sk_buff *skb)
 {
-	struct sf_walk w = {
-		.own_netns = sf_host_netns &&
-			     bpf_get_netns_cookie(skb) != sf_host_netns,
-	};
+	struct sf_walk w = {};
 	__u32 l4_off;
+
+	if (sf_skb_has_netns_cookie) {
+		w.own_netns = sf_host_netns &&
+			      bpf_get_netns_cookie(skb) != sf_host_netns;
+	} else {
+		/* Unknown netns: let loopback through where a private netns
+		 * would (the connect hooks judged it exactly). */
+		w.own_netns = 1;
+	}
 
 	/* Parse to one place, then judge once: one copy for the verifier. */
 	if (skb->protocol == bpf_htons(0x0800 /* ETH_P_IP */)) {

@@ -4,6 +4,9 @@
 #include <cstring>
 #include <string_view>
 
+#include "cli/check_command.h"
+#include "cli/records_command.h"
+#include "cli/run_command.h"
 #include "common/status.h"
 
 namespace {
@@ -14,9 +17,25 @@ void PrintUsage(FILE* out) {
       "\n"
       "commands:\n"
       "  check   compile a policy and print its rules, or the refusal\n"
-      "  run     run a command in a sandbox under a policy\n",
+      "  run     run a command in a sandbox under a policy\n"
+      "  records show a rollout record (records show PATH [--json])\n"
+      "  demo    show enforcement on loopback: one allowed, one denied\n"
+      "\n"
+      "sandfence COMMAND --help describes a command.\n",
       out);
 }
+
+struct Command {
+  std::string_view name;
+  int (*run)(int argc, char** argv);  // argv[0] is the command's name
+};
+
+constexpr Command kCommands[] = {
+    {"check", sandfence::CheckCommand},
+    {"run", sandfence::RunCommand},
+    {"demo", sandfence::DemoCommand},
+    {"records", sandfence::RecordsCommand},
+};
 
 }  // namespace
 
@@ -29,6 +48,9 @@ int main(int argc, char** argv) {
   if (command == "help" || command == "--help" || command == "-h") {
     PrintUsage(stdout);
     return sandfence::kExitOk;
+  }
+  for (const Command& c : kCommands) {
+    if (c.name == command) return c.run(argc - 1, argv + 1);
   }
   std::fprintf(stderr, "sandfence: unknown command \"%s\"\n", argv[1]);
   PrintUsage(stderr);

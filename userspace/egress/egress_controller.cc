@@ -39,13 +39,18 @@ void DeleteAll(int map_fd, const std::vector<MapEntry<K, V>>& entries) {
   for (const auto& e : entries) bpf_map_delete_elem(map_fd, &e.key);
 }
 
+// A kernel that refuses the programs will refuse them on every retry:
+// rejected, not malformed (the policy is fine) nor unavailable.
 absl::Status LoadError(int err, absl::string_view what) {
   if (err == EPERM || err == EACCES) {
     return absl::PermissionDeniedError(absl::StrCat(
         what, ": ", std::strerror(err),
         " (loading BPF programs needs root: CAP_BPF, CAP_NET_ADMIN)"));
   }
-  return ErrnoError(err, what);
+  return Rejected(absl::StrCat(
+      what, ": ", std::strerror(err), " (errno ", err,
+      "): this kernel cannot run sandfence's egress programs; the verifier's "
+      "log above says why"));
 }
 
 }  // namespace
@@ -70,6 +75,9 @@ absl::StatusOr<std::unique_ptr<EgressController>> EgressController::Create(
   absl::StatusOr<uint64_t> cookie = CurrentNetnsCookie();
   if (!cookie.ok()) return cookie.status();
   c->skel_->rodata->sf_host_netns = *cookie;
+  c->skel_->rodata->sf_skb_has_netns_cookie =
+      libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB,
+                              BPF_FUNC_get_netns_cookie, nullptr) == 1;
   if (bpf_map__set_max_entries(c->skel_->maps.sf_events, options.ring_bytes)) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring buffer size ", options.ring_bytes,
@@ -222,7 +230,7 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
   sf_counters c{};
   int fd = bpf_map__fd(skel_->maps.sf_counters);
   if (bpf_map_lookup_elem(fd, &cgroup_id, &c) == 0) {
-    out = {c.allowed, c.denied, c.events_lost};
+    out = {c.allowed, c.denied, c.events_lost, c.allowed_unreported};
     bpf_map_delete_elem(fd, &cgroup_id);
   }
   return out;
@@ -236,7 +244,8 @@ absl::StatusOr<SandboxCounters> EgressController::Counters(
     return absl::NotFoundError(
         absl::StrCat("no counters for cgroup ", cgroup_id));
   }
-  return SandboxCounters{c.allowed, c.denied, c.events_lost};
+  return SandboxCounters{c.allowed, c.denied, c.events_lost,
+                         c.allowed_unreported};
 }
 
 absl::StatusOr<uint32_t> EgressController::Generation(

@@ -31,6 +31,8 @@ struct SandboxCounters {
   uint64_t allowed = 0;
   uint64_t denied = 0;
   uint64_t events_lost = 0;  // kernel-side: ring buffer reserve failures
+  // Allows not reported by the audit setting (not events, not losses).
+  uint64_t allowed_unreported = 0;
 };
 
 class EgressController {

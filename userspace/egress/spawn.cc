@@ -165,6 +165,11 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
   }
   if (pid == 0) {
     const int fd = write_end.get();
+    // The parent may block signals it forwards; the command must not
+    // inherit that mask.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     if (options.kill_with_parent) {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
         Fail(fd, kStageDeathSig);

@@ -1,0 +1,220 @@
+// The shared policy flags of `sandfence check` (and later `run`), parsed
+// without running anything.
+#include "cli/policy_flags.h"
+
+#include <cctype>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sandfence {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+absl::StatusOr<FlagParser::Result> ParseWith(FlagParser& parser,
+                                             std::vector<std::string> args) {
+  return parser.Parse(args);
+}
+
+TEST(FlagParser, ValuesInBothSpellingsPositionalsAndTheRestAfterDashes) {
+  PolicyFlags flags;
+  FlagParser parser;
+  RegisterPolicyFlags(&parser, &flags);
+  std::string netns;  // an extra flag, as `run` will register
+  parser.AddValueFlag("netns", "NAME", "network namespace",
+                      [&netns](absl::string_view v) {
+                        netns = std::string(v);
+                        return absl::OkStatus();
+                      });
+  absl::StatusOr<FlagParser::Result> r =
+      ParseWith(parser, {"--model=http://m:1", "policy.textproto", "--model",
+                         "https://m2", "--own-netns", "--netns", "ns1",
+                         "--phase=agent", "--", "/bin/true", "--model", "x"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->positionals, ElementsAre("policy.textproto"));
+  EXPECT_TRUE(r->saw_dashes);
+  EXPECT_THAT(r->after_dashes, ElementsAre("/bin/true", "--model", "x"));
+  EXPECT_THAT(flags.endpoints.model, ElementsAre("http://m:1", "https://m2"));
+  EXPECT_TRUE(flags.context.own_netns);
+  EXPECT_FALSE(flags.context.borrowed);
+  EXPECT_EQ(flags.phase, "agent");
+  EXPECT_EQ(netns, "ns1");
+}
+
+struct UsageCase {
+  const char* title;
+  std::vector<std::string> args;
+  const char* message_part;  // the flag and the value are named
+};
+
+void PrintTo(const UsageCase& c, std::ostream* os) { *os << c.title; }
+
+std::string CaseName(const ::testing::TestParamInfo<UsageCase>& param) {
+  std::string name;
+  for (const char* p = param.param.title; *p; ++p) {
+    name += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+  }
+  return name;
+}
+
+class UsageErrorTest : public ::testing::TestWithParam<UsageCase> {};
+
+TEST_P(UsageErrorTest, NamesTheFlagAndValue) {
+  const UsageCase& c = GetParam();
+  PolicyFlags flags;
+  FlagParser parser;
+  RegisterPolicyFlags(&parser, &flags);
+  absl::StatusOr<FlagParser::Result> r = parser.Parse(c.args);
+  absl::Status s = r.status();
+  if (s.ok()) s = FinishPolicyFlags(r->positionals, &flags);
+  ASSERT_FALSE(s.ok()) << c.title;
+  EXPECT_THAT(s.message(), HasSubstr(c.message_part)) << c.title;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, UsageErrorTest,
+    ::testing::Values(
+        UsageCase{
+            "unknown flag", {"p", "--modle", "x"}, "unknown flag \"--modle\""},
+        UsageCase{"single-dash flag", {"p", "-m"}, "unknown flag \"-m\""},
+        UsageCase{"missing value", {"p", "--model"}, "--model needs a value"},
+        UsageCase{"bool flag with a value",
+                  {"p", "--own-netns=yes"},
+                  "--own-netns takes no value"},
+        UsageCase{"single-valued flag twice",
+                  {"p", "--phase", "a", "--phase", "b"},
+                  "--phase is given more than once"},
+        UsageCase{"bad model scheme",
+                  {"p", "--model", "ftp://m"},
+                  "--model \"ftp://m\": scheme \"ftp\""},
+        UsageCase{"model without scheme",
+                  {"p", "--model", "m:8000"},
+                  "--model \"m:8000\": \"m:8000\" is not a URL"},
+        UsageCase{"bad tool URL",
+                  {"p", "--tool", "search=http://*.x"},
+                  "--tool \"search=http://*.x\""},
+        UsageCase{"bad required tool URL",
+                  {"p", "--required-tool", "x"},
+                  "--required-tool \"x\""},
+        UsageCase{"unknown mode",
+                  {"--network-access", "open"},
+                  "--network-access \"open\": not a mode"},
+        UsageCase{"resolver by name",
+                  {"p", "--resolver", "dns.local"},
+                  "--resolver \"dns.local\""},
+        UsageCase{"allow without port",
+                  {"p", "--allow", "10.0.0.1"},
+                  "--allow \"10.0.0.1\": expected HOST:PORT"},
+        UsageCase{"allow port 0",
+                  {"p", "--allow", "10.0.0.1:0"},
+                  "port \"0\" is not in 1..65535"},
+        UsageCase{"allow backwards range",
+                  {"p", "--allow", "h:90-80"},
+                  "port range \"90-80\" is empty"},
+        UsageCase{"allow unbracketed IPv6",
+                  {"p", "--allow", "fd00::1:443"},
+                  "written in brackets"},
+        UsageCase{"allow wildcard", {"p", "--allow", "*.x:443"}, "wildcard"},
+        UsageCase{"allow bad protocol",
+                  {"p", "--allow", "h:53/sctp"},
+                  "--allow \"h:53/sctp\""},
+        UsageCase{"two policy files", {"a", "b"}, "one policy file at most"},
+        UsageCase{"no policy at all", {"--model", "http://m"}, "no policy"},
+        UsageCase{"file and inline mode",
+                  {"p", "--network-access", "model_only"},
+                  "use one or the other"}),
+    CaseName);
+
+struct AllowCase {
+  const char* text;
+  const char* host;
+  uint32_t first;
+  uint32_t last;  // == first for a single port
+  v1::Protocol protocol;
+};
+
+TEST(ParseAllowFlag, Syntaxes) {
+  for (const AllowCase& c : std::vector<AllowCase>{
+           {"10.0.0.1:443", "10.0.0.1", 443, 443, v1::TCP},
+           {"search.internal:443/udp", "search.internal", 443, 443, v1::UDP},
+           {"h:53/ANY", "h", 53, 53, v1::ANY},
+           {"h:8000-8010", "h", 8000, 8010, v1::TCP},
+           {"h:8000-8010/tcp", "h", 8000, 8010, v1::TCP},
+           {"[fd00::1]:443", "fd00::1", 443, 443, v1::TCP},
+           {"[fd00::/8]:443/udp", "fd00::/8", 443, 443, v1::UDP},
+           {"10.0.0.0/8:443", "10.0.0.0/8", 443, 443, v1::TCP},
+           {"10.0.0.0/8:1-1024/any", "10.0.0.0/8", 1, 1024, v1::ANY},
+       }) {
+    absl::StatusOr<v1::AllowRule> r = ParseAllowFlag(c.text);
+    ASSERT_TRUE(r.ok()) << c.text << ": " << r.status();
+    EXPECT_EQ(r->host(), c.host) << c.text;
+    EXPECT_EQ(r->protocol(), c.protocol) << c.text;
+    if (c.first == c.last) {
+      EXPECT_EQ(r->port(), c.first) << c.text;
+      EXPECT_FALSE(r->has_port_range()) << c.text;
+    } else {
+      EXPECT_EQ(r->port(), 0u) << c.text;
+      EXPECT_EQ(r->port_range().first(), c.first) << c.text;
+      EXPECT_EQ(r->port_range().last(), c.last) << c.text;
+    }
+  }
+}
+
+TEST(ParseToolFlag, NameIsOptional) {
+  absl::StatusOr<v1::ToolGrant> t =
+      ParseToolFlag("search=https://search.internal/q?a=b", true);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->name(), "search");
+  EXPECT_EQ(t->url(), "https://search.internal/q?a=b");
+  EXPECT_TRUE(t->required());
+
+  // An '=' inside the URL does not make a name.
+  t = ParseToolFlag("https://search.internal/q?a=b", false);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->name(), "");
+  EXPECT_EQ(t->url(), "https://search.internal/q?a=b");
+  EXPECT_FALSE(t->required());
+}
+
+TEST(FlagParser, HelpStopsParsingAndListsEveryFlag) {
+  PolicyFlags flags;
+  FlagParser parser;
+  RegisterPolicyFlags(&parser, &flags);
+  // Flags are read in order: an unknown one before --help is an error ...
+  absl::StatusOr<FlagParser::Result> r = parser.Parse({"--bogus", "--help"});
+  EXPECT_FALSE(r.ok());
+  // ... and nothing after --help is looked at.
+  r = parser.Parse({"--help", "--bogus"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->help);
+  std::string help = parser.Help();
+  for (const char* flag :
+       {"--network-access MODE", "--phase NAME", "--model URL",
+        "--tool [NAME=]URL", "--required-tool [NAME=]URL", "--allow HOST:PORT",
+        "--own-netns", "--borrowed", "--resolver IP[:PORT]"}) {
+    EXPECT_THAT(help, HasSubstr(flag));
+  }
+}
+
+TEST(FinishPolicyFlags, InlinePolicyFromTheMode) {
+  PolicyFlags flags;
+  FlagParser parser;
+  RegisterPolicyFlags(&parser, &flags);
+  absl::StatusOr<FlagParser::Result> r =
+      parser.Parse({"--network-access", "model-and-tools"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(FinishPolicyFlags(r->positionals, &flags).ok());
+  absl::StatusOr<v1::PolicySet> p = LoadPolicyFromFlags(flags);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->phase_size(), 1);
+  EXPECT_EQ(p->phase(0).name(), "default");
+  EXPECT_EQ(p->phase(0).network_access(), v1::MODEL_AND_TOOLS);
+}
+
+}  // namespace
+}  // namespace sandfence

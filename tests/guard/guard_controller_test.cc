@@ -1,0 +1,141 @@
+// GuardController on the running kernel: which enforcer each mode chooses,
+// the refusal when lsm is required and cannot run, and the sandbox
+// bookkeeping. Runs here (signal) and in the VM suite (lsm).
+#include "guard/guard_controller.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "common/status.h"
+#include "gtest/gtest.h"
+#include "guard/sandbox_cgroup.h"
+#include "support/test_env.h"
+
+namespace sandfence {
+namespace {
+
+TEST(GuardController, AutoChoosesLsmExactlyWhenItRunsHere) {
+  SANDFENCE_REQUIRE_ROOT();
+  absl::Status probe = ProbeBpfLsm();
+  absl::StatusOr<GuardController> guard =
+      GuardController::Create(GuardMode::kAuto);
+  ASSERT_TRUE(guard.ok()) << guard.status() << " (lsm probe: " << probe << ")";
+  if (probe.ok()) {
+    EXPECT_EQ(guard->enforcer(), Enforcer::kLsm);
+    EXPECT_EQ(guard->enforcer_name(), "lsm");
+    EXPECT_EQ(guard->fallback_reason(), "");
+  } else {
+    EXPECT_EQ(guard->enforcer(), Enforcer::kSignal);
+    EXPECT_EQ(guard->enforcer_name(), "signal");
+    // The record says why lsm was not used.
+    EXPECT_NE(guard->fallback_reason(), "");
+    EXPECT_NE(guard->fallback_reason().find("lsm="), std::string::npos)
+        << guard->fallback_reason();
+  }
+  EXPECT_GE(guard->events_fd(), 0);
+}
+
+TEST(GuardController, RequiringLsmWhereItCannotRunIsRejected) {
+  SANDFENCE_REQUIRE_ROOT();
+  absl::Status probe = ProbeBpfLsm();
+  if (probe.ok()) GTEST_SKIP() << "BPF LSM runs on this kernel";
+  EXPECT_EQ(RefusalOf(probe), Refusal::kUnavailable) << probe;
+  absl::StatusOr<GuardController> guard =
+      GuardController::Create(GuardMode::kLsm);
+  ASSERT_FALSE(guard.ok()) << "lsm mode must never fall back silently";
+  EXPECT_EQ(RefusalOf(guard.status()), Refusal::kRejected) << guard.status();
+  EXPECT_EQ(ExitCodeFor(guard.status()), 78) << guard.status();
+  EXPECT_NE(guard.status().message().find("lsm="), std::string::npos)
+      << "the refusal must say how to enable BPF LSM: " << guard.status();
+}
+
+TEST(GuardController, LsmModeLoadsLsmWhereItRuns) {
+  SANDFENCE_REQUIRE_ROOT();
+  if (absl::Status probe = ProbeBpfLsm(); !probe.ok()) {
+    GTEST_SKIP() << "BPF LSM not available on this kernel (runs in the VM "
+                    "suite): "
+                 << probe.message();
+  }
+  absl::StatusOr<GuardController> guard =
+      GuardController::Create(GuardMode::kLsm);
+  ASSERT_TRUE(guard.ok()) << guard.status();
+  EXPECT_EQ(guard->enforcer(), Enforcer::kLsm);
+}
+
+TEST(GuardController, OffLoadsNothingAndSaysSo) {
+  absl::StatusOr<GuardController> guard =
+      GuardController::Create(GuardMode::kOff);
+  ASSERT_TRUE(guard.ok()) << guard.status();
+  EXPECT_EQ(guard->enforcer(), Enforcer::kOff);
+  EXPECT_EQ(guard->enforcer_name(), "off");
+  EXPECT_EQ(guard->events_fd(), -1);
+  EXPECT_TRUE(guard->AddSandbox({.cgroup_id = 1234, .level = 1}).ok());
+  EXPECT_TRUE(guard->RemoveSandbox(1234).ok());
+}
+
+TEST(GuardController, SandboxBookkeeping) {
+  SANDFENCE_REQUIRE_ROOT();
+  absl::StatusOr<GuardController> guard =
+      GuardController::Create(GuardMode::kAuto);
+  ASSERT_TRUE(guard.ok()) << guard.status();
+  absl::StatusOr<std::string> root = FindCgroup2Root();
+  ASSERT_TRUE(root.ok()) << root.status();
+  absl::StatusOr<SandboxCgroup> cg = InspectSandboxCgroup(*root);
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  EXPECT_EQ(cg->level, 0u) << "the cgroup v2 root is level 0";
+
+  const GuardedSandbox sandbox = {.cgroup_id = 987654321, .level = 3};
+  ASSERT_TRUE(guard->AddSandbox(sandbox).ok());
+  absl::StatusOr<uint64_t> lost = guard->LostEvents(sandbox.cgroup_id);
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ(*lost, 0u);
+  // Adding again updates its mode; at another level it is a mistake.
+  EXPECT_TRUE(
+      guard
+          ->AddSandbox({.cgroup_id = 987654321, .level = 3, .audit_only = true})
+          .ok());
+  EXPECT_EQ(RefusalOf(guard->AddSandbox({.cgroup_id = 987654321, .level = 4})),
+            Refusal::kMalformed);
+  EXPECT_EQ(RefusalOf(guard->AddSandbox({.cgroup_id = 5, .level = 64})),
+            Refusal::kRejected);
+  EXPECT_EQ(RefusalOf(guard->AddSandbox({.cgroup_id = 0, .level = 1})),
+            Refusal::kMalformed);
+
+  ASSERT_TRUE(guard->RemoveSandbox(sandbox.cgroup_id).ok());
+  EXPECT_EQ(guard->LostEvents(sandbox.cgroup_id).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(guard->RemoveSandbox(sandbox.cgroup_id).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(SandboxCgroup, LevelAndIdOfANestedCgroup) {
+  SANDFENCE_REQUIRE_ROOT();
+  absl::StatusOr<std::string> root = FindCgroup2Root();
+  ASSERT_TRUE(root.ok()) << root.status();
+  std::string a = *root + "/sf-guard-level-test";
+  std::string b = a + "/inner";
+  ASSERT_EQ(::mkdir(a.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(b.c_str(), 0755), 0);
+  absl::StatusOr<SandboxCgroup> cg = InspectSandboxCgroup(a + "/./inner/");
+  ::rmdir(b.c_str());
+  ::rmdir(a.c_str());
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  EXPECT_EQ(cg->level, 2u);
+  EXPECT_EQ(cg->path, b);
+  EXPECT_NE(cg->id, 0u);
+}
+
+TEST(SandboxCgroup, ADirectoryOutsideCgroupFsIsMalformed) {
+  absl::StatusOr<SandboxCgroup> cg = InspectSandboxCgroup("/tmp");
+  EXPECT_EQ(RefusalOf(cg.status()), Refusal::kMalformed) << cg.status();
+}
+
+TEST(SandboxCgroup, NoCgroup2MountIsRejected) {
+  absl::StatusOr<std::string> root = FindCgroup2Root("/dev/null");
+  EXPECT_EQ(RefusalOf(root.status()), Refusal::kRejected) << root.status();
+}
+
+}  // namespace
+}  // namespace sandfence

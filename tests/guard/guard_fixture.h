@@ -1,0 +1,202 @@
+// What the guard scenario tests share: real sandboxes (cgroup v2
+// directories under the mount found in /proc/mounts), real processes of
+// real UIDs in them (setpriv), a second procfs mount, the guard's events,
+// and one runner that plays a scenario row and checks its outcome.
+#ifndef SANDFENCE_TESTS_GUARD_GUARD_FIXTURE_H_
+#define SANDFENCE_TESTS_GUARD_GUARD_FIXTURE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "guard/guard_abi.h"
+#include "guard/guard_controller.h"
+#include "guard/sandbox_cgroup.h"
+
+namespace sandfence::guard_test {
+
+// UIDs with no passwd entry needed: setpriv takes numbers.
+inline constexpr uid_t kRoot = 0;
+inline constexpr uid_t kAgentUid = 4242;
+inline constexpr uid_t kOtherUid = 4343;
+
+// Where a process runs.
+enum class Where {
+  kGuarded,    // the guarded sandbox
+  kSub,        // a child cgroup of the guarded sandbox
+  kAudited,    // a sandbox guarded in audit-only mode
+  kUnguarded,  // a cgroup the guard does not know
+  kOutside,    // the test's own cgroup: outside every sandbox
+};
+
+// The sandboxes of one test process, removed (their processes killed) at
+// the end.
+class Sandboxes {
+ public:
+  static absl::StatusOr<Sandboxes> Create();
+  Sandboxes(Sandboxes&& other) noexcept;
+  Sandboxes& operator=(Sandboxes&&) = delete;
+  ~Sandboxes();
+
+  const SandboxCgroup& guarded() const { return guarded_; }
+  const SandboxCgroup& audited() const { return audited_; }
+  // A cgroup outside every sandbox, for escapes to go to.
+  const std::string& escape_dir() const { return escape_; }
+  // "" for kOutside: stay in the test's cgroup.
+  std::string DirFor(Where where) const;
+
+ private:
+  Sandboxes() = default;
+  std::string base_;
+  SandboxCgroup guarded_;
+  SandboxCgroup audited_;
+  std::string sub_, unguarded_, escape_;
+};
+
+// A second procfs, mounted in a temporary directory (the same pids: it
+// shows the kernel's init pid namespace, like /proc).
+class ProcMount {
+ public:
+  static absl::StatusOr<ProcMount> Create();
+  ProcMount(ProcMount&& other) noexcept;
+  ProcMount& operator=(ProcMount&&) = delete;
+  ~ProcMount();
+  const std::string& path() const { return path_; }
+
+ private:
+  ProcMount() = default;
+  std::string path_;
+};
+
+// A child process whose stdout the test reads; killed and reaped when it
+// goes out of scope.
+class Child {
+ public:
+  struct Spec {
+    std::vector<std::string> argv;  // argv[0] is the executable's path
+    uid_t uid = kRoot;              // not root: through setpriv
+    std::string cgroup_dir;         // moved there before exec; "" stays
+  };
+  static absl::StatusOr<Child> Spawn(const Spec& spec);
+
+  Child(Child&& other) noexcept;
+  Child& operator=(Child&&) = delete;
+  ~Child();
+
+  pid_t pid() const { return pid_; }
+  // Blocks for one line of output ("" at end of file).
+  std::string ReadLine();
+  // Blocks until the child ends; its wait status.
+  int Wait();
+  // All output still buffered in the pipe, without blocking.
+  std::string DrainOutput();
+  // Blocks until the output ends (the child and its children closed it).
+  std::string ReadAll();
+
+ private:
+  Child() = default;
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool reaped_ = false;
+  std::string buffered_;
+};
+
+// The target process of a scenario, and what it printed about itself.
+struct Target {
+  Child child;
+  uintptr_t addr = 0;  // of its known string
+  size_t len = 0;
+  int fd = -1;  // a file it holds open
+};
+absl::StatusOr<Target> StartTarget(uid_t uid, const std::string& cgroup_dir);
+
+// What a scenario expects in one enforcer mode.
+enum class Outcome {
+  kAllowed,  // succeeds, no event
+  kAudited,  // succeeds, an "audited" event
+  kKilled,   // SIGKILL, a "killed" event
+  kDenied,   // fails with err, a "denied" event
+  kErrno,    // fails with err, no event (the kernel's own refusal)
+};
+
+struct Expect {
+  Outcome outcome = Outcome::kAllowed;
+  int err = 0;              // kDenied, kErrno
+  uint32_t what = 0;        // enum sf_guard_what (kAudited, kKilled, kDenied)
+  uint32_t proc_class = 0;  // enum sf_proc_class; 0: not checked
+};
+
+// One row: who does what to whom, and what each enforcer must make of it.
+struct Scenario {
+  const char* name;  // the test's name: letters, digits, underscores
+  const char* description;
+  uid_t actor_uid;
+  Where actor_where;
+  uid_t target_uid;    // the target runs as this UID ...
+  Where target_where;  // ... here
+  // The actor's arguments; {pid} {addr} {len} {fd} {procmnt} {escape} {sub}
+  // {guarded} are replaced by the target's pid, string address and length,
+  // open fd, the second procfs mount, the escape cgroup, the guarded
+  // sandbox's child cgroup, the guarded sandbox.
+  std::vector<std::string> args;
+  Expect signal;
+  Expect lsm;
+  // clone3 into a cgroup: a killed parent's child must never have run.
+  bool child_must_not_run = false;
+};
+
+// The scenario table (guard_scenarios.cc).
+const std::vector<Scenario>& GuardScenarios();
+
+// A parameterized test's name: the row's name.
+std::string ScenarioTestName(const ::testing::TestParamInfo<Scenario>& row);
+
+// Everything one test process needs: a loaded guard in the requested
+// mode, the sandboxes, the second procfs and the event stream.
+class GuardWorld {
+ public:
+  static absl::StatusOr<GuardWorld*> Get(Enforcer enforcer);
+
+  GuardController& guard() { return guard_; }
+  Sandboxes& sandboxes() { return sandboxes_; }
+  const std::string& proc_mount() const { return proc_.path(); }
+
+  // Drops events so far; then Collect() returns the ones after.
+  void ClearEvents();
+  std::vector<sf_guard_event> CollectEvents();
+
+  // Plays a scenario and reports every mismatch as a gtest failure.
+  void Run(const Scenario& s, const Expect& expect);
+
+  // Runs `ps aux` as uid in the guarded sandbox, with other UIDs'
+  // processes inside and outside it: it must finish and succeed, and the
+  // guard may audit or deny, never kill.
+  void RunPsAux(uid_t uid);
+
+  // Use Get().
+  GuardWorld(GuardController guard, Sandboxes sandboxes, ProcMount proc);
+
+ private:
+  GuardController guard_;
+  Sandboxes sandboxes_;
+  ProcMount proc_;
+  std::vector<sf_guard_event> events_;
+  std::unique_ptr<GuardEventReader> reader_;
+};
+
+// The helper executables.
+std::string ActorPath();
+std::string TargetPath();
+
+std::string DescribeWaitStatus(int status);
+
+}  // namespace sandfence::guard_test
+
+#endif  // SANDFENCE_TESTS_GUARD_GUARD_FIXTURE_H_

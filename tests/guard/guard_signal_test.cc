@@ -1,0 +1,31 @@
+// The signal enforcer for real, on this kernel: every row of the scenario
+// table (guard_scenarios.cc) played by real processes of real UIDs in real
+// cgroups, expecting SIGKILL or an audit event where sandfence must step in
+// and nothing where it must not.
+#include <ostream>
+
+#include "gtest/gtest.h"
+#include "guard_fixture.h"
+#include "support/test_env.h"
+
+namespace sandfence::guard_test {
+
+void PrintTo(const Scenario& s, std::ostream* os) { *os << s.description; }
+
+namespace {
+
+class SignalScenario : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(SignalScenario, Enforced) {
+  SANDFENCE_REQUIRE_ROOT();
+  absl::StatusOr<GuardWorld*> world = GuardWorld::Get(Enforcer::kSignal);
+  ASSERT_TRUE(world.ok()) << world.status();
+  (*world)->Run(GetParam(), GetParam().signal);
+}
+
+INSTANTIATE_TEST_SUITE_P(Guard, SignalScenario,
+                         ::testing::ValuesIn(GuardScenarios()),
+                         ScenarioTestName);
+
+}  // namespace
+}  // namespace sandfence::guard_test

@@ -1,0 +1,348 @@
+// The record file: what is written reads back the same, and a file cut
+// short anywhere is read up to its last whole entry, with a warning, and
+// said to be incomplete and lossy.
+#include "records/journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "support/test_files.h"
+#include "tests/records/gym_rollout.h"
+#include "tests/records/records_test_util.h"
+
+namespace sandfence::testing {
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Byte offsets where the journal's entries start, and its size at the end.
+std::vector<size_t> EntryOffsets(const std::string& bytes) {
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(bytes.data()),
+      static_cast<int>(bytes.size()));
+  std::vector<size_t> offsets;
+  for (;;) {
+    const size_t at = static_cast<size_t>(in.CurrentPosition());
+    uint32_t len;
+    if (!in.ReadVarint32(&len) || !in.Skip(static_cast<int>(len))) break;
+    offsets.push_back(at);
+  }
+  return offsets;
+}
+
+bool HasWarning(const v1::RolloutRecord& r, absl::string_view part) {
+  for (const std::string& w : r.warning()) {
+    if (absl::StrContains(w, part)) return true;
+  }
+  return false;
+}
+
+std::string Warnings(const v1::RolloutRecord& r) {
+  return absl::StrJoin(r.warning(), "\n");
+}
+
+const v1::NetAttempt* Find(const v1::RolloutRecord& r, absl::string_view phase,
+                           absl::string_view command,
+                           absl::string_view address) {
+  for (const v1::NetAttempt& a : r.net_attempt()) {
+    if (a.phase() == phase && a.command() == command &&
+        a.address() == address) {
+      return &a;
+    }
+  }
+  return nullptr;
+}
+
+class JournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dir = ScopedTempDir::Create();
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_.emplace(*std::move(dir));
+  }
+  std::string Path(absl::string_view name) { return dir_->Path(name); }
+
+  std::optional<ScopedTempDir> dir_;
+};
+
+TEST_F(JournalTest, AFinalizedRecordReadsBackWhole) {
+  const std::string path = Path("gym.sfrec");
+  auto outcome = RecordGymRollout(path, {});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_FALSE(outcome->lossy) << absl::StrJoin(outcome->warnings, "\n");
+
+  auto r = ReadRecordFile(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->complete());
+  EXPECT_FALSE(r->lossy()) << Warnings(*r);
+  EXPECT_EQ(r->warning_size(), 0) << Warnings(*r);
+
+  EXPECT_EQ(r->rollout_id(), "rollout-7f3c");
+  EXPECT_EQ(r->sandbox().cgroup_id(), kSandboxId);
+  EXPECT_EQ(r->sandbox().cgroup_path(), "/sys/fs/cgroup/sandfence/run-4242");
+  EXPECT_EQ(r->host(), "node-a");
+  EXPECT_EQ(r->policy().name(), "gym-default");
+  ASSERT_EQ(r->phase_policy_size(), 3);
+  ASSERT_EQ(r->phase_policy(1).rule_size(), 3);
+  EXPECT_EQ(r->phase_policy(1).rule(0).origin(), "model.internal");
+  EXPECT_EQ(r->phase_policy(1).rule(2).protocol(), "udp");
+  EXPECT_EQ(r->phase_policy(1).dropped(0).name(), "browser");
+  EXPECT_EQ(r->enforcement().egress(), "cgroup-bpf");
+
+  // The timeline: three spans, end to end, each with its generation.
+  ASSERT_EQ(r->timeline_size(), 3);
+  const char* names[] = {"setup", "agent", "verify"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r->timeline(i).name(), names[i]);
+    EXPECT_EQ(r->timeline(i).generation(), static_cast<uint32_t>(i + 1));
+    EXPECT_TRUE(r->timeline(i).has_end_time()) << names[i];
+    if (i > 0) {
+      EXPECT_EQ(TimestampToUnixNs(r->timeline(i).start_time()),
+                TimestampToUnixNs(r->timeline(i - 1).end_time()));
+    }
+  }
+  EXPECT_EQ(TimestampToUnixNs(r->timeline(0).start_time()), kWallAtBoot1000s);
+  EXPECT_EQ(TimestampToUnixNs(r->end_time()),
+            kWallAtBoot1000s + 12500LL * 1000000);
+
+  // Folded entries with exact counts and the rule that allowed them.
+  const v1::NetAttempt* curl = Find(*r, "agent", "curl", "203.0.113.9");
+  ASSERT_NE(curl, nullptr);
+  EXPECT_EQ(curl->count(), 1200u);
+  EXPECT_EQ(curl->verdict(), v1::VERDICT_DENY);
+  EXPECT_EQ(curl->reason(), "no rule");
+  EXPECT_EQ(curl->tgid(), 4321u);
+  EXPECT_EQ(curl->last_tgid(), 4321u + 1199u);
+  EXPECT_FALSE(curl->has_rule_index());
+  const v1::NetAttempt* model = Find(*r, "agent", "python3", "192.0.2.10");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->verdict(), v1::VERDICT_ALLOW);
+  EXPECT_EQ(model->allowed_as(), "model.internal");
+  EXPECT_EQ(model->rule(), "tcp 192.0.2.10:8000");
+  ASSERT_TRUE(model->has_rule_index());
+  EXPECT_EQ(model->rule_index(), 0u);
+  // Judged in setup, read after agent began: it stays in setup.
+  const v1::NetAttempt* pypi = Find(*r, "setup", "pip", "198.51.100.10");
+  ASSERT_NE(pypi, nullptr);
+  EXPECT_EQ(pypi->count(), 4u);
+  EXPECT_EQ(Find(*r, "agent", "pip", "198.51.100.10"), nullptr);
+  const v1::NetAttempt* v6 = Find(*r, "agent", "python3", "2001:db8::5");
+  ASSERT_NE(v6, nullptr);
+  EXPECT_EQ(v6->hook(), "connect6");
+  EXPECT_EQ(v6->count(), 2u);
+  const v1::NetAttempt* raw = Find(*r, "agent", "ping", "");
+  ASSERT_NE(raw, nullptr);
+  EXPECT_EQ(raw->socket_type(), "raw");
+  EXPECT_EQ(raw->protocol(), "icmp");
+
+  uint64_t sum = 0;
+  for (const v1::NetAttempt& a : r->net_attempt()) sum += a.count();
+  EXPECT_EQ(sum, kGymEvents);
+  const v1::LossAccounting& l = r->loss();
+  EXPECT_TRUE(l.kernel_counters_read());
+  EXPECT_EQ(l.kernel_allowed(), kGymAllowed);
+  EXPECT_EQ(l.kernel_denied(), kGymDenied);
+  EXPECT_EQ(l.kernel_allowed_unreported(), kGymAllowedUnreported);
+  EXPECT_EQ(l.events_recorded(), kGymEvents);
+  EXPECT_EQ(l.unrouted_events(), 1u);
+  EXPECT_EQ(EventsToRecord(l), EventsAccountedFor(l));
+}
+
+TEST_F(JournalTest, EveryKindOfLossMakesTheRecordLossy) {
+  struct Case {
+    const char* name;
+    GymRun run;
+    const char* warning;
+  };
+  const Case cases[] = {
+      {"ring buffer full in the kernel",
+       {.events_lost = 5},
+       "lost in the kernel"},
+      {"undecodable events", {.decode_errors = 2}, "could not be decoded"},
+      {"folding table overflowed", {.max_entries = 3}, "overflow entries"},
+      {"kernel counters never read",
+       {.read_counters = false},
+       "counters were not read"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = Path(absl::StrCat(c.name, ".sfrec"));
+    auto outcome = RecordGymRollout(path, c.run);
+    ASSERT_TRUE(outcome.ok()) << c.name << ": " << outcome.status();
+    EXPECT_TRUE(outcome->lossy) << c.name;
+    auto r = ReadRecordFile(path);
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.status();
+    EXPECT_TRUE(r->complete()) << c.name;
+    EXPECT_TRUE(r->lossy()) << c.name;
+    EXPECT_TRUE(HasWarning(*r, c.warning)) << c.name << ":\n" << Warnings(*r);
+    EXPECT_FALSE(HasWarning(*r, "balance is off"))
+        << c.name << ": the loss is accounted for:\n"
+        << Warnings(*r);
+  }
+}
+
+TEST_F(JournalTest, AnImbalanceIsReported) {
+  // The kernel counted more than the record and its losses explain.
+  const std::string path = Path("gym.sfrec");
+  ASSERT_TRUE(RecordGymRollout(path, {}).ok());
+  std::string bytes = ReadAll(path);
+  auto r = ReadRecord(bytes);
+  ASSERT_TRUE(r.ok());
+  v1::RolloutRecord changed = *r;
+  changed.clear_warning();
+  changed.mutable_loss()->set_kernel_denied(kGymDenied + 3);
+  EvaluateLoss(&changed);
+  EXPECT_TRUE(changed.lossy());
+  EXPECT_TRUE(HasWarning(changed, "balance is off")) << Warnings(changed);
+}
+
+// Cuts a record at every byte inside one of its entries.
+struct CutCase {
+  const char* name;
+  bool finalize;
+  int entries_lost;  // net attempts missing after the cut
+};
+
+TEST_F(JournalTest, ACutAtAnyByteOfTheLastEntryKeepsEverythingBefore) {
+  const CutCase cases[] = {
+      {"crashed rollout cut inside its last event", false, 1},
+      {"finalized rollout cut inside its trailer", true, 0},
+  };
+  for (const CutCase& c : cases) {
+    const std::string path = Path(absl::StrCat(c.name, ".sfrec"));
+    ASSERT_TRUE(RecordGymRollout(path, {.finalize = c.finalize}).ok())
+        << c.name;
+    const std::string bytes = ReadAll(path);
+    auto whole = ReadRecord(bytes);
+    ASSERT_TRUE(whole.ok()) << c.name;
+    EXPECT_EQ(whole->complete(), c.finalize) << c.name;
+    const std::vector<size_t> offsets = EntryOffsets(bytes);
+    ASSERT_GE(offsets.size(), 2u) << c.name;
+    const size_t start = offsets.back();
+
+    // Cut exactly before the last entry: no partial entry, but not final.
+    auto before = ReadRecord(absl::string_view(bytes).substr(0, start));
+    ASSERT_TRUE(before.ok()) << c.name;
+    EXPECT_FALSE(before->complete()) << c.name;
+    EXPECT_TRUE(before->lossy()) << c.name;
+    EXPECT_FALSE(HasWarning(*before, "cut short")) << c.name;
+    EXPECT_TRUE(HasWarning(*before, "not finalized")) << c.name;
+    EXPECT_EQ(before->net_attempt_size(),
+              whole->net_attempt_size() - c.entries_lost)
+        << c.name;
+    v1::RolloutRecord expected = *before;
+    expected.clear_warning();
+
+    for (size_t cut = start + 1; cut < bytes.size(); ++cut) {
+      auto r = ReadRecord(absl::string_view(bytes).substr(0, cut));
+      ASSERT_TRUE(r.ok()) << c.name << ", cut at byte " << cut << ": "
+                          << r.status();
+      EXPECT_TRUE(HasWarning(*r, absl::StrCat("cut short: the file ends "
+                                              "inside the entry that starts "
+                                              "at byte ",
+                                              start)))
+          << c.name << ", cut at byte " << cut << ":\n"
+          << Warnings(*r);
+      EXPECT_FALSE(r->complete()) << c.name << ", cut at byte " << cut;
+      EXPECT_TRUE(r->lossy()) << c.name << ", cut at byte " << cut;
+      v1::RolloutRecord got = *r;
+      got.clear_warning();
+      EXPECT_TRUE(MessageDifferencer::Equals(got, expected))
+          << c.name << ", cut at byte " << cut;
+    }
+  }
+}
+
+TEST_F(JournalTest, WhatIsNotARecordIsRefused) {
+  const std::string gym = Path("gym.sfrec");
+  ASSERT_TRUE(RecordGymRollout(gym, {}).ok());
+  const std::string bytes = ReadAll(gym);
+  const size_t header_end = EntryOffsets(bytes)[1];
+  struct Case {
+    const char* name;
+    std::string bytes;
+  };
+  const Case cases[] = {
+      {"an empty file", ""},
+      {"a text file", "policy { name: \"x\" }\n"},
+      {"a record cut inside its header", bytes.substr(0, header_end - 1)},
+      {"a journal entry that is not a header",
+       bytes.substr(header_end, bytes.size() - header_end)},
+  };
+  for (const Case& c : cases) {
+    auto r = ReadRecord(c.bytes);
+    EXPECT_FALSE(r.ok()) << c.name;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.name << ": " << r.status();
+  }
+}
+
+TEST_F(JournalTest, ACorruptEntryEndsTheReadingThere) {
+  const std::string path = Path("gym.sfrec");
+  ASSERT_TRUE(RecordGymRollout(path, {}).ok());
+  std::string bytes = ReadAll(path);
+  const std::vector<size_t> offsets = EntryOffsets(bytes);
+  // An entry in the middle whose length prefix is one byte.
+  size_t victim = 0;
+  for (size_t i = offsets.size() / 2; i < offsets.size(); ++i) {
+    if (static_cast<uint8_t>(bytes[offsets[i]]) < 0x80) {
+      victim = offsets[i];
+      break;
+    }
+  }
+  ASSERT_GT(victim, 0u);
+  // An entry whose body is a field with wire type 7: no parser accepts it.
+  bytes[victim + 1] = static_cast<char>(0x0f);
+  auto r = ReadRecord(bytes);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->complete());
+  EXPECT_TRUE(r->lossy());
+  EXPECT_TRUE(
+      HasWarning(*r, absl::StrCat("entry at byte ", victim, " does not parse")))
+      << Warnings(*r);
+}
+
+TEST_F(JournalTest, EntriesAfterTheTrailerAreIgnoredWithAWarning) {
+  const std::string path = Path("gym.sfrec");
+  ASSERT_TRUE(RecordGymRollout(path, {}).ok());
+  std::string bytes = ReadAll(path);
+  const std::vector<size_t> offsets = EntryOffsets(bytes);
+  // A copy of an earlier entry, appended after the trailer.
+  const std::string copy = bytes.substr(offsets[3], offsets[4] - offsets[3]);
+  auto r = ReadRecord(bytes + copy);
+  ASSERT_TRUE(r.ok());
+  auto whole = ReadRecord(bytes);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(r->net_attempt_size(), whole->net_attempt_size());
+  EXPECT_TRUE(HasWarning(*r, "after the trailer")) << Warnings(*r);
+}
+
+TEST_F(JournalTest, ARecordIsNeverWrittenOverUnlessAsked) {
+  const std::string path = Path("exists.sfrec");
+  ASSERT_TRUE(RecordJournal::Create(path).ok());
+  auto again = RecordJournal::Create(path);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(RecordJournal::Create(path, /*overwrite=*/true).ok());
+}
+
+TEST_F(JournalTest, AnUnreadableFileIsAnErrnoError) {
+  auto r = ReadRecordFile(Path("missing.sfrec"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+}
+
+}  // namespace
+}  // namespace sandfence::testing

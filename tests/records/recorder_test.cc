@@ -1,0 +1,316 @@
+// The recorder and the router without a kernel: routing by sandbox, phase
+// attribution by generation, loss accounting, bounded memory and disk under
+// a flood, and JSON that parses back into the same record.
+#include "records/recorder.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "records/journal.h"
+#include "records/report.h"
+#include "support/test_files.h"
+#include "tests/records/gym_rollout.h"
+#include "tests/records/records_test_util.h"
+
+namespace sandfence::testing {
+namespace {
+
+class RecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dir = ScopedTempDir::Create();
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_.emplace(*std::move(dir));
+  }
+  std::string Path(absl::string_view name) { return dir_->Path(name); }
+
+  static RecorderOptions Quiet() {
+    RecorderOptions o;
+    o.sync = false;
+    return o;
+  }
+
+  std::optional<ScopedTempDir> dir_;
+};
+
+RolloutInfo Info(uint64_t id) {
+  RolloutInfo info = GymInfo();
+  info.cgroup_id = id;
+  info.rollout_id = absl::StrCat("rollout-", id);
+  return info;
+}
+
+TEST_F(RecorderTest, EventsGoToTheRolloutOfTheirSandbox) {
+  FakeTime time;
+  RecordRouter router(time.clock());
+  auto a = router.Open(Path("a.sfrec"), Info(1), GymPolicy(), Quiet());
+  auto b = router.Open(Path("b.sfrec"), Info(2), GymPolicy(), Quiet());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(router.open_rollouts(), 2u);
+  EXPECT_EQ(router.Open(Path("a2.sfrec"), Info(1), GymPolicy()).status().code(),
+            absl::StatusCode::kAlreadyExists)
+      << "one open rollout per sandbox";
+  ASSERT_TRUE((*a)->BeginPhase("agent").ok());
+  ASSERT_TRUE((*b)->BeginPhase("agent").ok());
+
+  for (int i = 0; i < 5; ++i) router.OnEvent(MakeEvent({.sandbox = 1}));
+  for (int i = 0; i < 3; ++i) router.OnEvent(MakeEvent({.sandbox = 2}));
+  router.OnEvent(MakeEvent({.sandbox = 3}));  // no open rollout
+  EXPECT_EQ(router.unrouted_events(), 1u);
+
+  auto closed = router.Close(1, {.kernel = SandboxCounters{.denied = 5}});
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_EQ(closed->loss.events_recorded(), 5u);
+  EXPECT_EQ(closed->loss.unrouted_events(), 1u);
+  EXPECT_FALSE(closed->lossy) << absl::StrJoin(closed->warnings, "\n");
+  // A closed rollout's events are unrouted, not lost silently.
+  router.OnEvent(MakeEvent({.sandbox = 1}));
+  EXPECT_EQ(router.unrouted_events(), 2u);
+  EXPECT_EQ(router.Close(1, {}).status().code(), absl::StatusCode::kNotFound);
+
+  auto closed_b = router.Close(2, {.kernel = SandboxCounters{.denied = 3}});
+  ASSERT_TRUE(closed_b.ok());
+  EXPECT_EQ(closed_b->loss.events_recorded(), 3u);
+  EXPECT_EQ(closed_b->loss.unrouted_events(), 2u);
+  EXPECT_EQ(router.open_rollouts(), 0u);
+
+  auto ra = ReadRecordFile(Path("a.sfrec"));
+  auto rb = ReadRecordFile(Path("b.sfrec"));
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  ASSERT_EQ(ra->net_attempt_size(), 1);
+  EXPECT_EQ(ra->net_attempt(0).count(), 5u);
+  ASSERT_EQ(rb->net_attempt_size(), 1);
+  EXPECT_EQ(rb->net_attempt(0).count(), 3u);
+}
+
+TEST_F(RecorderTest, EventsLandInThePhaseWhoseGenerationJudgedThem) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  RolloutRecorder& r = **rec;
+  struct Step {
+    const char* begin_phase;     // or nullptr
+    uint32_t bind_generation;    // or 0
+    uint32_t event_generation;   // or 0: no event
+    const char* expected_phase;  // of that event
+  };
+  const Step steps[] = {
+      {"setup", 0, 0, nullptr},
+      {nullptr, 0, 7, "setup"},  // not bound yet: the newest span
+      {nullptr, 7, 7, "setup"},
+      {"agent", 0, 7, "setup"},  // read after the switch: still setup's
+      {nullptr, 0, 8, "agent"},  // the switch's generation, before binding
+      {nullptr, 8, 8, "agent"},
+      {"verify", 9, 8, "agent"},
+      {nullptr, 0, 9, "verify"},
+  };
+  std::vector<std::string> expected;
+  uint16_t port = 1;
+  for (const Step& s : steps) {
+    if (s.begin_phase) {
+      ASSERT_TRUE(r.BeginPhase(s.begin_phase).ok());
+    }
+    if (s.bind_generation) r.BindGeneration(s.bind_generation);
+    if (s.event_generation) {
+      // A distinct port per step: one entry each.
+      r.Add(MakeEvent({.port = port++, .generation = s.event_generation}));
+      expected.push_back(s.expected_phase);
+    }
+  }
+  ASSERT_TRUE(r.Finalize({}).ok());
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->net_attempt_size(), static_cast<int>(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(read->net_attempt(static_cast<int>(i)).phase(), expected[i])
+        << "event " << i;
+  }
+}
+
+TEST_F(RecorderTest, AnUnknownPhaseIsRefused) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ((*rec)->BeginPhase("deploy").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RecorderTest, ARuleIdOutsideThePhaseGivesNoRuleName) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE((*rec)->BeginPhase("agent").ok());
+  (*rec)->Add(MakeEvent(
+      {.verdict = SF_VERDICT_ALLOW, .reason = SF_REASON_RULE, .rule_id = 17}));
+  ASSERT_TRUE((*rec)->Finalize({}).ok());
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->net_attempt_size(), 1);
+  EXPECT_FALSE(read->net_attempt(0).has_rule_index());
+  EXPECT_EQ(read->net_attempt(0).allowed_as(), "");
+}
+
+TEST_F(RecorderTest, FinalizeIsOnceAndLaterEventsAreRefused) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE((*rec)->Finalize({}).ok());
+  EXPECT_FALSE((*rec)->Add(MakeEvent({})));
+  EXPECT_EQ((*rec)->Finalize({}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RecorderTest, CountsReachTheFileWhileTheRolloutRuns) {
+  // A crash between flushes loses at most the unflushed tail: after Tick
+  // (the interval has passed: zero), the file already has the exact count.
+  FakeTime time;
+  RecorderOptions o = Quiet();
+  o.flush_interval = absl::ZeroDuration();
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), o);
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE((*rec)->BeginPhase("agent").ok());
+  for (int i = 0; i < 250; ++i) (*rec)->Add(MakeEvent({}));
+  ASSERT_TRUE((*rec)->Tick().ok());
+  auto read = ReadRecordFile(Path("r.sfrec"));  // never finalized
+  ASSERT_TRUE(read.ok());
+  EXPECT_FALSE(read->complete());
+  ASSERT_EQ(read->net_attempt_size(), 1);
+  EXPECT_EQ(read->net_attempt(0).count(), 250u);
+  EXPECT_EQ(read->loss().events_recorded(), 250u);
+}
+
+struct FloodCase {
+  const char* name;
+  bool distinct;  // every attempt to a new destination
+};
+
+TEST_F(RecorderTest, AMillionAttemptsStayBounded) {
+  constexpr uint64_t kEvents = 1000000;
+  constexpr size_t kCap = 10000;
+  const FloodCase cases[] = {{"one destination, a million times", false},
+                             {"a million destinations", true}};
+  for (const FloodCase& c : cases) {
+    const std::string path = Path(absl::StrCat(c.distinct, ".sfrec"));
+    FakeTime time;
+    RecorderOptions o = Quiet();
+    o.max_entries = kCap;
+    auto rec =
+        RolloutRecorder::Create(path, GymInfo(), GymPolicy(), time.clock(), o);
+    ASSERT_TRUE(rec.ok());
+    ASSERT_TRUE((*rec)->BeginPhase("agent").ok());
+    NetEvent e = MakeEvent({.generation = 0});
+    const auto start = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < kEvents; ++i) {
+      if (c.distinct) {
+        const uint32_t host = 0xcb007100u + static_cast<uint32_t>(i >> 16);
+        e.addr = IpAddress::V4(host);  // 203.0.113.0 and up
+        e.port = static_cast<uint16_t>(i);
+      }
+      e.boot_ns = Ms(i / 1000);
+      (*rec)->Add(e);
+    }
+    auto outcome =
+        (*rec)->Finalize({.kernel = SandboxCounters{.denied = kEvents}});
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    ASSERT_TRUE(outcome.ok()) << c.name << ": " << outcome.status();
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    std::printf(
+        "[ measured ] %s: %.0f events/s into the journal, %zu "
+        "entries, %lld bytes\n",
+        c.name, static_cast<double>(kEvents) / seconds, outcome->entries,
+        static_cast<long long>(st.st_size));
+
+    // Memory: the table never holds more than the cap (+ overflow entries).
+    EXPECT_LE(outcome->entries, kCap + 1) << c.name;
+    // Disk: each entry once, plus count updates; far from one per event.
+    EXPECT_LT(st.st_size, 8 << 20) << c.name;
+    auto read = ReadRecordFile(path);
+    ASSERT_TRUE(read.ok()) << c.name;
+    uint64_t sum = 0;
+    for (const v1::NetAttempt& a : read->net_attempt()) sum += a.count();
+    EXPECT_EQ(sum, kEvents) << c.name << ": every attempt is counted";
+    EXPECT_EQ(read->loss().events_recorded(), kEvents) << c.name;
+    EXPECT_EQ(EventsToRecord(read->loss()), EventsAccountedFor(read->loss()))
+        << c.name;
+    if (c.distinct) {
+      EXPECT_EQ(read->loss().overflowed(), kEvents - kCap) << c.name;
+      EXPECT_TRUE(read->lossy()) << c.name << ": destinations were not kept";
+      ASSERT_EQ(read->net_attempt_size(), static_cast<int>(kCap + 1));
+      EXPECT_TRUE(read->net_attempt(kCap).overflow());
+      EXPECT_EQ(read->net_attempt(kCap).count(), kEvents - kCap);
+    } else {
+      ASSERT_EQ(read->net_attempt_size(), 1) << c.name;
+      EXPECT_EQ(read->net_attempt(0).count(), kEvents);
+      EXPECT_FALSE(read->lossy()) << c.name;
+    }
+  }
+}
+
+TEST_F(RecorderTest, AReaderThreadAndPhaseChangesTogether) {
+  // Events on one thread while another begins phases: every event is in the
+  // record, each in a phase that existed when it was added.
+  FakeTime time;
+  RecordRouter router(time.clock());
+  auto rec = router.Open(Path("r.sfrec"), GymInfo(), GymPolicy(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE((*rec)->BeginPhase("setup").ok());
+  constexpr int kEvents = 200000;
+  std::thread reader([&] {
+    for (int i = 0; i < kEvents; ++i) {
+      router.OnEvent(MakeEvent({.port = static_cast<uint16_t>(i % 7)}));
+    }
+  });
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE((*rec)->BeginPhase(i % 2 ? "agent" : "verify").ok());
+  }
+  reader.join();
+  auto outcome =
+      router.Close(kSandboxId, {.kernel = SandboxCounters{.denied = kEvents}});
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_FALSE(outcome->lossy) << absl::StrJoin(outcome->warnings, "\n");
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->timeline_size(), 51);
+  uint64_t sum = 0;
+  for (const v1::NetAttempt& a : read->net_attempt()) sum += a.count();
+  EXPECT_EQ(sum, static_cast<uint64_t>(kEvents));
+}
+
+TEST_F(RecorderTest, JsonParsesBackIntoTheSameRecord) {
+  const std::string path = Path("gym.sfrec");
+  ASSERT_TRUE(RecordGymRollout(path, {}).ok());
+  auto record = ReadRecordFile(path);
+  ASSERT_TRUE(record.ok());
+  auto json = FormatRecordJson(*record);
+  ASSERT_TRUE(json.ok()) << json.status();
+  v1::RolloutRecord parsed;
+  auto status = google::protobuf::util::JsonStringToMessage(*json, &parsed);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(
+      google::protobuf::util::MessageDifferencer::Equals(parsed, *record));
+  // The canonical names jq users write.
+  for (const char* key : {"\"netAttempt\"", "\"timeline\"", "\"lossy\": false",
+                          "\"complete\": true", "\"verdict\": \"VERDICT_DENY\"",
+                          "\"allowedAs\": \"model.internal\""}) {
+    EXPECT_TRUE(absl::StrContains(*json, key)) << key;
+  }
+}
+
+}  // namespace
+}  // namespace sandfence::testing

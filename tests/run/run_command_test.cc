@@ -1,0 +1,173 @@
+// `sandfence run` as a user runs it: the real binary, real sandboxes, real
+// children. Exit statuses, refusals before anything starts, the summary,
+// signals, --user and --netns.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "egress/cgroup.h"
+#include "gtest/gtest.h"
+#include "support/test_env.h"
+#include "tests/egress/egress_fixture.h"
+
+namespace sandfence::testing {
+namespace {
+
+struct Result {
+  int status = -1;  // shell-style
+  std::string out, err;
+};
+
+std::string ReadAll(int fd) {
+  std::string s;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) s.append(buf, n);
+  return s;
+}
+
+// Runs sandfence with args; `on_start` may signal it once it runs.
+Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0) {
+  int out[2], err[2];
+  pipe2(out, O_CLOEXEC);
+  pipe2(err, O_CLOEXEC);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    std::vector<char*> argv;
+    std::string bin = SANDFENCE_BIN;
+    argv.push_back(bin.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(250);
+  }
+  close(out[1]);
+  close(err[1]);
+  if (signal_after_ms) {
+    usleep(signal_after_ms * 1000);
+    kill(pid, SIGTERM);
+  }
+  Result r;
+  r.out = ReadAll(out[0]);
+  r.err = ReadAll(err[0]);
+  close(out[0]);
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+class RunCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    model_ = Listen("127.0.0.2");
+    forbidden_ = Listen("127.0.0.4");
+    model_url_ = absl::StrCat("http://127.0.0.2:", model_.port, "/v1");
+  }
+  std::string Connect(const char* addr, uint16_t port) {
+    return absl::StrCat("exec 3<>/dev/tcp/", addr, "/", port);
+  }
+  Listener model_, forbidden_;
+  std::string model_url_;
+};
+
+TEST_F(RunCommandTest, ReturnsTheCommandsExitStatus) {
+  EXPECT_EQ(Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
+                       "exit 7"})
+                .status,
+            7);
+  EXPECT_EQ(Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
+                       "kill -TERM $$"})
+                .status,
+            128 + SIGTERM);
+}
+
+TEST_F(RunCommandTest, AllowsTheModelAndDeniesTheRestWithASummary) {
+  Result ok = Sandfence({"run", "--network-access", "model_only", "--model",
+                         model_url_, "--", "bash", "-c",
+                         Connect("127.0.0.2", model_.port)});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  Result denied = Sandfence({"run", "--network-access", "model_only",
+                             "--model", model_url_, "--", "bash", "-c",
+                             Connect("127.0.0.4", forbidden_.port)});
+  EXPECT_EQ(denied.status, 1) << denied.err;
+  EXPECT_NE(denied.err.find("Operation not permitted"), std::string::npos)
+      << denied.err;
+  EXPECT_NE(denied.err.find(absl::StrCat("1 denied")), std::string::npos)
+      << denied.err;
+  EXPECT_NE(denied.err.find(absl::StrCat("127.0.0.4:", forbidden_.port)),
+            std::string::npos)
+      << denied.err;
+  EXPECT_NE(denied.err.find("(bash)"), std::string::npos) << denied.err;
+}
+
+TEST_F(RunCommandTest, RefusedPolicyExits78BeforeAnythingStarts) {
+  std::string marker = absl::StrCat("/tmp/sandfence-run-test-", getpid());
+  unlink(marker.c_str());
+  Result r = Sandfence({"run", "--network-access", "model_only", "--model",
+                        "http://0.0.0.0:80", "--", "touch", marker});
+  EXPECT_EQ(r.status, 78) << r.err;
+  EXPECT_NE(r.err.find("0.0.0.0"), std::string::npos) << r.err;
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran";
+  Result required = Sandfence(
+      {"run", "--network-access", "model_only", "--model", model_url_,
+       "--required-tool", "http://127.0.0.3:80", "--", "touch", marker});
+  EXPECT_EQ(required.status, 78) << required.err;
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran";
+}
+
+TEST_F(RunCommandTest, UsageErrorsExit64) {
+  EXPECT_EQ(Sandfence({"run", "--network-access", "model_only"}).status, 64);
+  EXPECT_EQ(Sandfence({"run", "--netns", "sideways", "--", "true"}).status, 64);
+  Result r = Sandfence({"run", "--bogus", "--", "true"});
+  EXPECT_EQ(r.status, 64);
+  EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
+}
+
+TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
+  Result r = Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
+                        "sleep 30 & wait"},
+                       /*signal_after_ms=*/500);
+  EXPECT_EQ(r.status, 128 + SIGTERM) << r.err;
+  auto mount = FindCgroup2Mount();
+  ASSERT_TRUE(mount.ok());
+  // run-<pid> directories are removed on exit.
+  std::string leftovers;
+  if (DIR* d = opendir((*mount + "/sandfence").c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+        absl::StrAppend(&leftovers, e->d_name, " ");
+      }
+    }
+    closedir(d);
+  }
+  EXPECT_EQ(leftovers, "");
+}
+
+TEST_F(RunCommandTest, UserAndPrivateNetns) {
+  Result who = Sandfence({"run", "--network-access", "inherit", "--user",
+                          "65534:65534", "--", "id", "-u"});
+  EXPECT_EQ(who.status, 0) << who.err;
+  EXPECT_EQ(who.out, "65534\n");
+  Result netns = Sandfence({"run", "--network-access", "model_only",
+                            "--model", "http://192.0.2.1:80", "--netns",
+                            "private", "--", "bash", "-c",
+                            Connect("127.0.0.1", 9)});
+  // Own loopback, nothing listening: refused by the kernel, not by us.
+  EXPECT_NE(netns.err.find("Connection refused"), std::string::npos)
+      << netns.err;
+}
+
+}  // namespace
+}  // namespace sandfence::testing

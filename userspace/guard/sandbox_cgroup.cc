@@ -1,0 +1,89 @@
+#include "guard/sandbox_cgroup.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+
+#include <cerrno>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status.h"
+
+namespace sandfence {
+namespace {
+
+constexpr long kCgroup2SuperMagic = 0x63677270;
+
+absl::StatusOr<std::string> Canonical(const std::string& path) {
+  struct FreeDeleter {
+    void operator()(char* p) const { ::free(p); }
+  };
+  std::unique_ptr<char, FreeDeleter> real(::realpath(path.c_str(), nullptr));
+  if (real == nullptr)
+    return ErrnoError(errno, absl::StrCat("realpath ", path));
+  return std::string(real.get());
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindCgroup2Root(const std::string& mounts_path) {
+  std::ifstream mounts(mounts_path);
+  if (!mounts) {
+    return ErrnoError(errno, absl::StrCat("cannot read ", mounts_path));
+  }
+  std::string line;
+  while (std::getline(mounts, line)) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
+    if (fields.size() >= 3 && fields[2] == "cgroup2") {
+      return std::string(fields[1]);
+    }
+  }
+  return Rejected(absl::StrCat("no cgroup v2 hierarchy is mounted (",
+                               mounts_path, " has no cgroup2 entry)"));
+}
+
+absl::StatusOr<SandboxCgroup> InspectSandboxCgroup(
+    const std::string& dir, const std::string& mounts_path) {
+  absl::StatusOr<std::string> root = FindCgroup2Root(mounts_path);
+  if (!root.ok()) return root.status();
+  absl::StatusOr<std::string> root_real = Canonical(*root);
+  if (!root_real.ok()) return root_real.status();
+  absl::StatusOr<std::string> real = Canonical(dir);
+  if (!real.ok()) return real.status();
+
+  struct statfs fs;
+  if (::statfs(real->c_str(), &fs) != 0) {
+    return ErrnoError(errno, absl::StrCat("statfs ", *real));
+  }
+  if (fs.f_type != kCgroup2SuperMagic) {
+    return Malformed(absl::StrCat(*real, " is not a cgroup v2 directory"));
+  }
+  struct stat st;
+  if (::stat(real->c_str(), &st) != 0) {
+    return ErrnoError(errno, absl::StrCat("stat ", *real));
+  }
+
+  SandboxCgroup cg;
+  cg.path = *real;
+  // The kernel's cgroup id is the directory's kernfs inode number.
+  cg.id = static_cast<uint64_t>(st.st_ino);
+  if (*real == *root_real) return cg;  // level 0
+  if (!absl::StartsWith(*real, absl::StrCat(*root_real, "/"))) {
+    return Malformed(
+        absl::StrCat(*real, " is not under the cgroup v2 mount ", *root_real));
+  }
+  absl::string_view rest = absl::string_view(*real).substr(root_real->size());
+  for (absl::string_view part : absl::StrSplit(rest, '/', absl::SkipEmpty())) {
+    (void)part;
+    ++cg.level;
+  }
+  return cg;
+}
+
+}  // namespace sandfence

@@ -1,0 +1,81 @@
+#include "records/folding.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sandfence {
+
+FoldKey FoldKey::Of(const NetEvent& e, uint32_t phase_index) {
+  FoldKey k;
+  k.phase_index = phase_index;
+  k.uid = e.uid;
+  k.port = e.port;
+  k.verdict = static_cast<uint8_t>(e.verdict);
+  k.reason = static_cast<uint8_t>(e.reason);
+  k.hook = static_cast<uint8_t>(e.hook);
+  k.protocol = e.protocol;
+  k.sock_type = e.sock_type;
+  k.family = static_cast<uint8_t>(e.addr.family());
+  std::memcpy(k.addr.data(), e.addr.bytes(), e.addr.is_v4() ? 4 : 16);
+  std::memcpy(k.comm.data(), e.comm.data(),
+              std::min(e.comm.size(), k.comm.size()));
+  return k;
+}
+
+AttemptFolder::Result AttemptFolder::Add(const NetEvent& e,
+                                         uint32_t phase_index,
+                                         int64_t unix_ns) {
+  ++total_;
+  const FoldKey key = FoldKey::Of(e, phase_index);
+  auto fold = [&](uint32_t id) {
+    FoldedEntry& f = entries_[id];
+    ++f.count;
+    f.first_unix_ns = std::min(f.first_unix_ns, unix_ns);
+    f.last_unix_ns = std::max(f.last_unix_ns, unix_ns);
+    f.last_pid = e.pid;
+    f.last_tgid = e.tgid;
+    if (!f.dirty) {
+      f.dirty = true;
+      dirty_.push_back(id);
+    }
+    return Result{id, false};
+  };
+  auto open = [&](bool overflow) {
+    const uint32_t id = static_cast<uint32_t>(entries_.size());
+    FoldedEntry& f = entries_.emplace_back();
+    f.first = e;
+    f.phase_index = phase_index;
+    f.count = 1;
+    f.first_unix_ns = f.last_unix_ns = unix_ns;
+    f.last_pid = e.pid;
+    f.last_tgid = e.tgid;
+    f.overflow = overflow;
+    return Result{id, true};
+  };
+
+  if (auto it = index_.find(key); it != index_.end()) return fold(it->second);
+  if (index_.size() < max_entries_) {
+    Result r = open(false);
+    index_.emplace(key, r.id);
+    return r;
+  }
+  ++overflowed_;
+  const uint64_t okey = (static_cast<uint64_t>(phase_index) << 8) |
+                        static_cast<uint8_t>(e.verdict);
+  if (auto it = overflow_index_.find(okey); it != overflow_index_.end()) {
+    return fold(it->second);
+  }
+  Result r = open(true);
+  overflow_index_.emplace(okey, r.id);
+  return r;
+}
+
+std::vector<uint32_t> AttemptFolder::TakeDirty() {
+  std::vector<uint32_t> out;
+  out.swap(dirty_);
+  std::sort(out.begin(), out.end());
+  for (uint32_t id : out) entries_[id].dirty = false;
+  return out;
+}
+
+}  // namespace sandfence

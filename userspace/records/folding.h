@@ -1,0 +1,90 @@
+// Folding of network attempts: identical attempts become one entry with a
+// count, in a table whose size is capped, so that a flooding agent costs a
+// record a bounded amount of memory and disk whatever it does. The key is
+// stated in proto/sandfence/v1/record.proto.
+#ifndef SANDFENCE_RECORDS_FOLDING_H_
+#define SANDFENCE_RECORDS_FOLDING_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "egress/net_event.h"
+
+namespace sandfence {
+
+// What makes two attempts "identical".
+struct FoldKey {
+  uint32_t phase_index = 0;
+  uint32_t uid = 0;
+  uint16_t port = 0;
+  uint8_t verdict = 0;
+  uint8_t reason = 0;
+  uint8_t hook = 0;
+  uint8_t protocol = 0;
+  uint8_t sock_type = 0;
+  uint8_t family = 0;
+  std::array<uint8_t, 16> addr{};
+  std::array<char, 16> comm{};
+
+  static FoldKey Of(const NetEvent& e, uint32_t phase_index);
+
+  friend bool operator==(const FoldKey&, const FoldKey&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const FoldKey& k) {
+    return H::combine(std::move(h), k.phase_index, k.uid, k.port, k.verdict,
+                      k.reason, k.hook, k.protocol, k.sock_type, k.family,
+                      k.addr, k.comm);
+  }
+};
+
+struct FoldedEntry {
+  NetEvent first;  // the attempt that opened the entry
+  uint32_t phase_index = 0;
+  uint64_t count = 0;
+  int64_t first_unix_ns = 0;
+  int64_t last_unix_ns = 0;
+  uint32_t last_pid = 0;
+  uint32_t last_tgid = 0;
+  bool overflow = false;  // counts attempts past the table's capacity
+  bool dirty = false;     // changed since the last TakeDirty()
+};
+
+class AttemptFolder {
+ public:
+  // max_entries caps the folded entries; overflow entries (at most one per
+  // phase span and verdict) come on top.
+  explicit AttemptFolder(size_t max_entries) : max_entries_(max_entries) {}
+
+  struct Result {
+    uint32_t id = 0;
+    bool added = false;  // a new entry: its first attempt is this one
+  };
+  // Folds one attempt judged in timeline span phase_index at unix_ns.
+  Result Add(const NetEvent& e, uint32_t phase_index, int64_t unix_ns);
+
+  const FoldedEntry& entry(uint32_t id) const { return entries_[id]; }
+  size_t size() const { return entries_.size(); }
+  // Entries folded into since the last call (not the ones just added),
+  // each once, in id order; clears their dirty flags.
+  std::vector<uint32_t> TakeDirty();
+
+  uint64_t total() const { return total_; }
+  uint64_t overflowed() const { return overflowed_; }
+
+ private:
+  size_t max_entries_;
+  std::vector<FoldedEntry> entries_;
+  absl::flat_hash_map<FoldKey, uint32_t> index_;
+  // (phase span, verdict) -> overflow entry id.
+  absl::flat_hash_map<uint64_t, uint32_t> overflow_index_;
+  std::vector<uint32_t> dirty_;
+  uint64_t total_ = 0;
+  uint64_t overflowed_ = 0;
+};
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_RECORDS_FOLDING_H_

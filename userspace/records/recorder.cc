@@ -1,0 +1,474 @@
+#include "records/recorder.h"
+
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+#ifndef SANDFENCE_VERSION
+#define SANDFENCE_VERSION "unknown"
+#endif
+
+namespace sandfence {
+namespace {
+
+int64_t MonoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+v1::RuleSource ToProto(RuleSource s) {
+  switch (s) {
+    case RuleSource::kModel:
+      return v1::RULE_SOURCE_MODEL;
+    case RuleSource::kTool:
+      return v1::RULE_SOURCE_TOOL;
+    case RuleSource::kAllow:
+      return v1::RULE_SOURCE_ALLOW;
+    case RuleSource::kDns:
+      return v1::RULE_SOURCE_DNS;
+  }
+  return v1::RULE_SOURCE_UNSPECIFIED;
+}
+
+std::string L4Name(L4 p) { return p == L4::kUdp ? "udp" : "tcp"; }
+
+std::string SocketTypeName(uint8_t type) {
+  switch (type) {
+    case SOCK_STREAM:
+      return "stream";
+    case SOCK_DGRAM:
+      return "dgram";
+    case SOCK_RAW:
+      return "raw";
+    case SOCK_SEQPACKET:
+      return "seqpacket";
+  }
+  return absl::StrCat("type ", type);
+}
+
+v1::RecordJournalEntry PhaseMark(uint32_t index, v1::PhaseSpan span) {
+  v1::RecordJournalEntry e;
+  e.mutable_phase()->set_index(index);
+  *e.mutable_phase()->mutable_span() = std::move(span);
+  return e;
+}
+
+}  // namespace
+
+std::string RuleText(const Rule& rule) {
+  std::string addr = rule.dest.ToString();
+  if (!rule.dest.address().is_v4()) addr = absl::StrCat("[", addr, "]");
+  std::string ports = rule.port_first == rule.port_last
+                          ? absl::StrCat(rule.port_first)
+                          : absl::StrCat(rule.port_first, "-", rule.port_last);
+  return absl::StrCat(L4Name(rule.protocol), " ", addr, ":", ports);
+}
+
+v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase) {
+  v1::PhasePolicy p;
+  p.set_name(phase.name);
+  p.set_network_access(phase.access);
+  for (const Rule& r : phase.rules) {
+    v1::CompiledRule* out = p.add_rule();
+    out->set_protocol(L4Name(r.protocol));
+    out->set_destination(r.dest.ToString());
+    out->set_port_first(r.port_first);
+    out->set_port_last(r.port_last);
+    out->set_source(ToProto(r.source));
+    out->set_origin(r.origin);
+  }
+  for (const DroppedGrant& d : phase.dropped) {
+    v1::DroppedGrant* out = p.add_dropped();
+    out->set_url(d.url);
+    out->set_name(d.name);
+    out->set_reason(d.reason);
+    out->set_source(ToProto(d.source));
+  }
+  p.set_loopback(phase.loopback);
+  p.set_guard(phase.guard);
+  p.set_audit_allowed(phase.audit_allowed);
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<RolloutRecorder>> RolloutRecorder::Create(
+    const std::string& path, const RolloutInfo& info,
+    const CompiledPolicy& policy, const BootClock& clock,
+    RecorderOptions options) {
+  absl::StatusOr<RecordJournal> journal =
+      RecordJournal::Create(path, options.overwrite);
+  if (!journal.ok()) return journal.status();
+
+  v1::RecordJournalEntry entry;
+  v1::RecordHeader* header = entry.mutable_header();
+  header->set_format(kRecordFormat);
+  v1::RolloutRecord* r = header->mutable_record();
+  r->set_rollout_id(info.rollout_id);
+  r->mutable_sandbox()->set_cgroup_path(info.cgroup_path);
+  r->mutable_sandbox()->set_cgroup_id(info.cgroup_id);
+  r->set_host(info.host.empty() ? HostName() : info.host);
+  r->set_sandfence_version(info.sandfence_version.empty()
+                               ? SANDFENCE_VERSION
+                               : info.sandfence_version);
+  r->mutable_policy()->set_name(policy.name);
+  r->mutable_policy()->set_content_hash(policy.content_hash);
+  for (const CompiledPhase& phase : policy.phases) {
+    *r->add_phase_policy() = ToPhasePolicy(phase);
+  }
+  r->mutable_enforcement()->set_egress("cgroup-bpf");
+  *r->mutable_start_time() = clock.ToTimestamp(clock.NowBootNs());
+  journal->Append(entry);
+  if (absl::Status s = journal->Flush(options.sync); !s.ok()) return s;
+
+  return std::unique_ptr<RolloutRecorder>(
+      new RolloutRecorder(path, info.cgroup_id, clock, policy,
+                          std::move(options), *std::move(journal)));
+}
+
+RolloutRecorder::RolloutRecorder(std::string path, uint64_t cgroup_id,
+                                 BootClock clock, CompiledPolicy policy,
+                                 RecorderOptions options, RecordJournal journal)
+    : path_(std::move(path)),
+      cgroup_id_(cgroup_id),
+      clock_(std::move(clock)),
+      policy_(std::move(policy)),
+      options_(std::move(options)),
+      journal_(std::move(journal)),
+      folder_(options_.max_entries) {
+  last_flush_mono_ns_ = last_snapshot_mono_ns_ = MonoNs();
+}
+
+void RolloutRecorder::StartSpan(std::string name, int policy_index,
+                                uint64_t boot_ns) {
+  v1::PhaseSpan span;
+  span.set_name(name);
+  *span.mutable_start_time() = clock_.ToTimestamp(boot_ns);
+  journal_.Append(
+      PhaseMark(static_cast<uint32_t>(timeline_.size()), std::move(span)));
+  timeline_.push_back(Span{std::move(name), policy_index});
+}
+
+void RolloutRecorder::EndSpan(uint64_t boot_ns) {
+  if (timeline_.empty()) return;
+  v1::PhaseSpan span;
+  *span.mutable_end_time() = clock_.ToTimestamp(boot_ns);
+  journal_.Append(
+      PhaseMark(static_cast<uint32_t>(timeline_.size() - 1), std::move(span)));
+}
+
+absl::Status RolloutRecorder::BeginPhase(absl::string_view phase_name) {
+  int index = -1;
+  for (size_t i = 0; i < policy_.phases.size(); ++i) {
+    if (policy_.phases[i].name == phase_name) index = static_cast<int>(i);
+  }
+  if (index < 0) {
+    return Malformed(absl::StrCat(
+        "phase \"", phase_name, "\" is not in policy \"", policy_.name, "\""));
+  }
+  absl::MutexLock lock(&mu_);
+  if (finalized_) {
+    return absl::FailedPreconditionError("the record is already finalized");
+  }
+  const uint64_t now = clock_.NowBootNs();
+  AppendCounts();  // the counts so far belong before the mark
+  EndSpan(now);
+  StartSpan(std::string(phase_name), index, now);
+  return FlushLocked(options_.sync, /*snapshot=*/true);
+}
+
+void RolloutRecorder::BindGeneration(uint32_t generation) {
+  absl::MutexLock lock(&mu_);
+  if (finalized_ || timeline_.empty()) return;
+  const uint32_t index = static_cast<uint32_t>(timeline_.size() - 1);
+  span_of_generation_[generation] = index;
+  v1::PhaseSpan span;
+  span.set_generation(generation);
+  journal_.Append(PhaseMark(index, std::move(span)));
+  FlushLocked(/*sync=*/false, /*snapshot=*/false).IgnoreError();
+}
+
+uint32_t RolloutRecorder::SpanFor(uint32_t generation) {
+  if (auto it = span_of_generation_.find(generation);
+      it != span_of_generation_.end()) {
+    return it->second;
+  }
+  if (timeline_.empty()) {
+    // Events before any BeginPhase: a misuse, but they are still kept.
+    StartSpan("(before the first phase)", -1, clock_.NowBootNs());
+  }
+  return static_cast<uint32_t>(timeline_.size() - 1);
+}
+
+v1::NetAttempt RolloutRecorder::ToAttempt(const FoldedEntry& f) const {
+  const NetEvent& e = f.first;
+  v1::NetAttempt a;
+  *a.mutable_first_time() = UnixNsToTimestamp(f.first_unix_ns);
+  *a.mutable_last_time() = UnixNsToTimestamp(f.last_unix_ns);
+  a.set_count(f.count);
+  a.set_phase(timeline_[f.phase_index].name);
+  a.set_phase_index(f.phase_index);
+  a.set_verdict(e.verdict == SF_VERDICT_ALLOW ? v1::VERDICT_ALLOW
+                                              : v1::VERDICT_DENY);
+  if (f.overflow) {
+    a.set_overflow(true);
+    return a;
+  }
+  a.set_reason(std::string(ReasonName(e.reason)));
+  a.set_hook(std::string(HookName(e.hook)));
+  a.set_protocol(ProtocolName(e.protocol));
+  a.set_socket_type(SocketTypeName(e.sock_type));
+  if (e.hook != SF_HOOK_SOCK_CREATE) {
+    a.set_address(e.addr.ToString());
+    a.set_port(e.port);
+  }
+  a.set_pid(e.pid);
+  a.set_tgid(e.tgid);
+  a.set_last_pid(f.last_pid);
+  a.set_last_tgid(f.last_tgid);
+  a.set_uid(e.uid);
+  a.set_gid(e.gid);
+  a.set_command(e.comm);
+  const int policy_index = timeline_[f.phase_index].policy_index;
+  if (e.rule_id != SF_NO_RULE && policy_index >= 0) {
+    const CompiledPhase& phase = policy_.phases[policy_index];
+    if (e.rule_id < phase.rules.size()) {
+      const Rule& rule = phase.rules[e.rule_id];
+      a.set_rule_index(e.rule_id);
+      a.set_rule(RuleText(rule));
+      a.set_allowed_as(rule.origin);
+    }
+  }
+  return a;
+}
+
+bool RolloutRecorder::Add(const NetEvent& event) {
+  absl::MutexLock lock(&mu_);
+  if (finalized_) return false;
+  if (journal_.failed()) {
+    ++reader_dropped_;
+    return true;
+  }
+  const uint32_t span = SpanFor(event.generation);
+  AttemptFolder::Result r =
+      folder_.Add(event, span, clock_.ToUnixNs(event.boot_ns));
+  if (r.added) {
+    v1::RecordJournalEntry e;
+    e.mutable_attempt()->set_id(r.id);
+    *e.mutable_attempt()->mutable_attempt() = ToAttempt(folder_.entry(r.id));
+    journal_.Append(e);
+  }
+  MaybeFlushLocked().IgnoreError();  // sticky: Finalize reports it
+  return true;
+}
+
+void RolloutRecorder::SetGuardEnforcement(absl::string_view mode) {
+  absl::MutexLock lock(&mu_);
+  if (finalized_) return;
+  v1::RecordJournalEntry e;
+  e.mutable_enforcement()->set_guard(std::string(mode));
+  journal_.Append(e);
+  FlushLocked(/*sync=*/false, /*snapshot=*/false).IgnoreError();
+}
+
+void RolloutRecorder::AddGuardEntry(v1::GuardEntry entry) {
+  absl::MutexLock lock(&mu_);
+  if (finalized_) return;
+  if (journal_.failed()) {
+    ++reader_dropped_;
+    return;
+  }
+  if (!timeline_.empty()) {
+    entry.set_phase_index(static_cast<uint32_t>(timeline_.size() - 1));
+    entry.set_phase(timeline_.back().name);
+  }
+  v1::RecordJournalEntry e;
+  *e.mutable_guard_event() = std::move(entry);
+  journal_.Append(e);
+  MaybeFlushLocked().IgnoreError();
+}
+
+void RolloutRecorder::AppendCounts() {
+  std::vector<uint32_t> dirty = folder_.TakeDirty();
+  if (dirty.empty()) return;
+  v1::RecordJournalEntry e;
+  v1::NetAttemptCounts* counts = e.mutable_counts();
+  for (uint32_t id : dirty) {
+    const FoldedEntry& f = folder_.entry(id);
+    v1::NetAttemptCount* c = counts->add_count();
+    c->set_id(id);
+    c->set_count(f.count);
+    *c->mutable_last_time() = UnixNsToTimestamp(f.last_unix_ns);
+    c->set_last_pid(f.last_pid);
+    c->set_last_tgid(f.last_tgid);
+  }
+  journal_.Append(e);
+}
+
+v1::LossAccounting RolloutRecorder::Loss() const {
+  v1::LossAccounting loss;
+  if (last_counters_) {
+    loss.set_kernel_counters_read(true);
+    loss.set_kernel_allowed(last_counters_->allowed);
+    loss.set_kernel_denied(last_counters_->denied);
+    loss.set_kernel_allowed_unreported(last_counters_->allowed_unreported);
+    loss.set_kernel_events_lost(last_counters_->events_lost);
+  }
+  loss.set_events_recorded(folder_.total());
+  loss.set_reader_dropped(reader_dropped_);
+  loss.set_overflowed(folder_.overflowed());
+  return loss;
+}
+
+absl::Status RolloutRecorder::FlushLocked(bool sync, bool snapshot) {
+  AppendCounts();
+  const int64_t now = MonoNs();
+  if (options_.counters &&
+      (snapshot ||
+       now - last_snapshot_mono_ns_ >=
+           absl::ToInt64Nanoseconds(options_.loss_snapshot_interval))) {
+    last_snapshot_mono_ns_ = now;
+    if (absl::StatusOr<SandboxCounters> c = options_.counters(); c.ok()) {
+      last_counters_ = *c;
+      v1::RecordJournalEntry e;
+      *e.mutable_loss() = Loss();
+      journal_.Append(e);
+    }
+  }
+  last_flush_mono_ns_ = now;
+  return journal_.Flush(sync);
+}
+
+absl::Status RolloutRecorder::MaybeFlushLocked() {
+  if (journal_.buffered_bytes() >= options_.flush_bytes) {
+    return FlushLocked(/*sync=*/false, /*snapshot=*/false);
+  }
+  if (MonoNs() - last_flush_mono_ns_ >=
+      absl::ToInt64Nanoseconds(options_.flush_interval)) {
+    return FlushLocked(/*sync=*/false, /*snapshot=*/false);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RolloutRecorder::Tick() {
+  absl::MutexLock lock(&mu_);
+  if (finalized_) return absl::OkStatus();
+  return MaybeFlushLocked();
+}
+
+absl::StatusOr<RecordOutcome> RolloutRecorder::Finalize(
+    const FinalCounts& counts) {
+  absl::MutexLock lock(&mu_);
+  if (finalized_) {
+    return absl::FailedPreconditionError("the record is already finalized");
+  }
+  finalized_ = true;
+  const uint64_t now = clock_.NowBootNs();
+  AppendCounts();
+  EndSpan(now);
+  last_counters_ = counts.kernel;
+
+  v1::RolloutRecord summary;  // just enough of the record to judge its loss
+  summary.set_complete(true);
+  v1::LossAccounting* loss = summary.mutable_loss();
+  *loss = Loss();
+  loss->set_decode_errors(counts.decode_errors);
+  loss->set_unrouted_events(counts.unrouted_events);
+  EvaluateLoss(&summary);
+
+  v1::RecordJournalEntry e;
+  *e.mutable_trailer()->mutable_end_time() = clock_.ToTimestamp(now);
+  *e.mutable_trailer()->mutable_loss() = *loss;
+  journal_.Append(e);
+  if (absl::Status s = journal_.Close(); !s.ok()) return s;
+
+  RecordOutcome out;
+  out.loss = *loss;
+  out.lossy = summary.lossy();
+  out.warnings.assign(summary.warning().begin(), summary.warning().end());
+  out.entries = folder_.size();
+  out.bytes = journal_.bytes_written();
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<RolloutRecorder>> RecordRouter::Open(
+    const std::string& path, const RolloutInfo& info,
+    const CompiledPolicy& policy, RecorderOptions options) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (open_.contains(info.cgroup_id)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "sandbox ", info.cgroup_id, " already has an open rollout record"));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<RolloutRecorder>> rec =
+      RolloutRecorder::Create(path, info, policy, clock_, std::move(options));
+  if (!rec.ok()) return rec.status();
+  std::shared_ptr<RolloutRecorder> shared = *std::move(rec);
+  absl::MutexLock lock(&mu_);
+  auto [it, added] =
+      open_.emplace(info.cgroup_id, OpenRollout{shared, unrouted_});
+  if (!added) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "sandbox ", info.cgroup_id, " already has an open rollout record"));
+  }
+  return shared;
+}
+
+void RecordRouter::OnEvent(const NetEvent& event) {
+  // Under the router's lock, so that Close cannot finalize a recorder while
+  // an event is on its way into it.
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(event.sandbox);
+  if (it == open_.end() || !it->second.recorder->Add(event)) ++unrouted_;
+}
+
+absl::Status RecordRouter::Tick() {
+  std::vector<std::shared_ptr<RolloutRecorder>> recorders;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, o] : open_) recorders.push_back(o.recorder);
+  }
+  absl::Status first;
+  for (auto& r : recorders) first.Update(r->Tick());
+  return first;
+}
+
+absl::StatusOr<RecordOutcome> RecordRouter::Close(uint64_t cgroup_id,
+                                                  FinalCounts counts) {
+  OpenRollout o;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = open_.find(cgroup_id);
+    if (it == open_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("sandbox ", cgroup_id, " has no open rollout record"));
+    }
+    o = std::move(it->second);
+    open_.erase(it);
+    counts.unrouted_events = unrouted_ - o.unrouted_at_open;
+  }
+  return o.recorder->Finalize(counts);
+}
+
+uint64_t RecordRouter::unrouted_events() const {
+  absl::MutexLock lock(&mu_);
+  return unrouted_;
+}
+
+size_t RecordRouter::open_rollouts() const {
+  absl::MutexLock lock(&mu_);
+  return open_.size();
+}
+
+}  // namespace sandfence

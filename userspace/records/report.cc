@@ -1,0 +1,387 @@
+#include "records/report.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/time_util.h"
+#include "records/boot_clock.h"
+#include "records/journal.h"
+
+namespace sandfence {
+namespace {
+
+using google::protobuf::Timestamp;
+using google::protobuf::util::TimeUtil;
+
+// Columns aligned with two spaces; numbers right-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header, std::vector<bool> right = {})
+      : right_(std::move(right)) {
+    right_.resize(header.size(), false);
+    rows_.push_back(std::move(header));
+  }
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+  std::string Render(absl::string_view indent) const {
+    std::vector<size_t> width(right_.size(), 0);
+    for (const auto& row : rows_) {
+      for (size_t i = 0; i < row.size(); ++i) {
+        width[i] = std::max(width[i], row[i].size());
+      }
+    }
+    std::string out;
+    for (const auto& row : rows_) {
+      std::string line(indent);
+      for (size_t i = 0; i < row.size(); ++i) {
+        if (i > 0) line += "  ";
+        const size_t pad = width[i] - row[i].size();
+        if (right_[i]) line.append(pad, ' ');
+        line += row[i];
+        if (!right_[i]) line.append(pad, ' ');
+      }
+      line.erase(line.find_last_not_of(' ') + 1);
+      absl::StrAppend(&out, line, "\n");
+    }
+    return out;
+  }
+
+ private:
+  std::vector<bool> right_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string Seconds(int64_t ns) {
+  return absl::StrFormat("%.3fs", static_cast<double>(ns) / 1e9);
+}
+
+// "+1.250s" after the rollout's start (absolute when there is no start).
+std::string Relative(const v1::RolloutRecord& r, const Timestamp& t) {
+  if (!r.has_start_time()) return TimeUtil::ToString(t);
+  const int64_t d = TimestampToUnixNs(t) - TimestampToUnixNs(r.start_time());
+  return d < 0 ? absl::StrCat("-", Seconds(-d)) : absl::StrCat("+", Seconds(d));
+}
+
+std::string Lower(const std::string& enum_name) {
+  return absl::AsciiStrToLower(enum_name);
+}
+
+std::string AuditName(v1::Audit::Allowed a) {
+  switch (a) {
+    case v1::Audit::ALL:
+      return "all";
+    case v1::Audit::NO_ALLOWED:
+      return "none";
+    default:
+      return "first per destination";
+  }
+}
+
+std::string Destination(const v1::NetAttempt& a) {
+  if (a.overflow()) return "(overflow: destinations not kept)";
+  if (a.hook() == "sock_create")
+    return absl::StrCat(a.socket_type(), " socket");
+  if (a.address().find(':') != std::string::npos) {
+    return absl::StrCat("[", a.address(), "]:", a.port());
+  }
+  return absl::StrCat(a.address(), ":", a.port());
+}
+
+std::string Process(const std::string& command, uint32_t tgid) {
+  return absl::StrCat(command.empty() ? "?" : command, "[", tgid, "]");
+}
+
+// Rows of one verdict, folded entries grouped by phase span, protocol and
+// destination: the table a reviewer reads.
+struct Group {
+  uint32_t phase_index = 0;
+  std::string phase, protocol, destination;
+  uint64_t count = 0;
+  int64_t first = 0, last = 0;
+  Timestamp first_time, last_time;
+  std::set<std::string> reasons, rules, names;
+  std::vector<std::string> processes;  // first process of each command
+  std::set<std::string> commands;
+};
+
+std::vector<Group> GroupAttempts(const v1::RolloutRecord& r,
+                                 v1::Verdict verdict) {
+  std::map<std::tuple<uint32_t, std::string, std::string>, Group> groups;
+  for (const v1::NetAttempt& a : r.net_attempt()) {
+    if (a.verdict() != verdict) continue;
+    const std::string proto = a.overflow() ? "*" : a.protocol();
+    const std::string dest = Destination(a);
+    Group& g = groups[{a.phase_index(), proto, dest}];
+    const int64_t first = TimestampToUnixNs(a.first_time());
+    const int64_t last = TimestampToUnixNs(a.last_time());
+    if (g.count == 0 || first < g.first) {
+      g.first = first;
+      g.first_time = a.first_time();
+    }
+    if (g.count == 0 || last > g.last) {
+      g.last = last;
+      g.last_time = a.last_time();
+    }
+    g.phase_index = a.phase_index();
+    g.phase = a.phase();
+    g.protocol = proto;
+    g.destination = dest;
+    g.count += a.count();
+    if (!a.reason().empty()) g.reasons.insert(a.reason());
+    if (a.has_rule_index()) {
+      g.rules.insert(absl::StrCat("#", a.rule_index(), " ", a.rule()));
+    }
+    if (!a.allowed_as().empty()) g.names.insert(a.allowed_as());
+    if (!a.overflow() && g.commands.insert(a.command()).second) {
+      g.processes.push_back(Process(a.command(), a.tgid()));
+    }
+  }
+  std::vector<Group> out;
+  for (auto& [key, g] : groups) out.push_back(std::move(g));
+  return out;
+}
+
+std::string Joined(const std::set<std::string>& s) {
+  return s.empty() ? "-" : absl::StrJoin(s, ", ");
+}
+
+std::string Processes(const std::vector<std::string>& p) {
+  if (p.empty()) return "-";
+  constexpr size_t kShown = 3;
+  if (p.size() <= kShown) return absl::StrJoin(p, ", ");
+  return absl::StrCat(
+      absl::StrJoin(std::vector<std::string>(p.begin(), p.begin() + kShown),
+                    ", "),
+      ", +", p.size() - kShown, " more");
+}
+
+std::string Plural(uint64_t n, absl::string_view one, absl::string_view many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
+void Header(const v1::RolloutRecord& r, std::string* out) {
+  Table t({"rollout", r.rollout_id().empty() ? "-" : r.rollout_id()});
+  t.Add({"sandbox", absl::StrCat(r.sandbox().cgroup_path(), " (cgroup ",
+                                 r.sandbox().cgroup_id(), ")")});
+  t.Add({"host", r.host()});
+  t.Add({"sandfence", r.sandfence_version()});
+  t.Add({"policy", r.policy().content_hash().empty()
+                       ? r.policy().name()
+                       : absl::StrCat(r.policy().name(),
+                                      "  sha256:", r.policy().content_hash())});
+  std::string time = TimeUtil::ToString(r.start_time());
+  if (r.has_end_time()) {
+    absl::StrAppend(&time, " .. ", TimeUtil::ToString(r.end_time()), " (",
+                    Seconds(TimestampToUnixNs(r.end_time()) -
+                            TimestampToUnixNs(r.start_time())),
+                    ")");
+  } else {
+    absl::StrAppend(&time, " .. (no end: not finalized)");
+  }
+  t.Add({"time", time});
+  std::string state;
+  if (!r.complete()) {
+    state = "INCOMPLETE, LOSSY (see warnings)";
+  } else if (r.lossy()) {
+    state = "complete, LOSSY (see warnings)";
+  } else {
+    state = "complete, nothing lost";
+  }
+  t.Add({"record", state});
+  t.Add(
+      {"egress", r.enforcement().egress().empty()
+                     ? "not reported"
+                     : absl::StrCat("enforced by ", r.enforcement().egress())});
+  t.Add({"guard", r.enforcement().guard().empty() ? "not reported"
+                                                  : r.enforcement().guard()});
+  absl::StrAppend(out, t.Render(""));
+  if (r.warning_size() > 0) {
+    absl::StrAppend(out, "\nwarnings\n");
+    for (const std::string& w : r.warning()) {
+      absl::StrAppend(out, "  - ", w, "\n");
+    }
+  }
+}
+
+void Phases(const v1::RolloutRecord& r, std::string* out) {
+  absl::StrAppend(out, "\nphases\n");
+  if (r.timeline_size() == 0) {
+    absl::StrAppend(out, "  none began\n");
+    return;
+  }
+  Table t({"#", "phase", "access", "start", "end", "duration", "rules",
+           "allowed recorded"},
+          {true, false, false, false, false, true, true, false});
+  for (int i = 0; i < r.timeline_size(); ++i) {
+    const v1::PhaseSpan& s = r.timeline(i);
+    const v1::PhasePolicy* policy = nullptr;
+    for (const v1::PhasePolicy& p : r.phase_policy()) {
+      if (p.name() == s.name()) policy = &p;
+    }
+    std::string end = "-", duration = "-";
+    if (s.has_end_time()) {
+      end = Relative(r, s.end_time());
+      duration = Seconds(TimestampToUnixNs(s.end_time()) -
+                         TimestampToUnixNs(s.start_time()));
+    }
+    t.Add(
+        {absl::StrCat(i), s.name(),
+         policy ? Lower(v1::NetworkAccess_Name(policy->network_access())) : "?",
+         Relative(r, s.start_time()), end, duration,
+         policy ? absl::StrCat(policy->rule_size()) : "?",
+         policy ? AuditName(policy->audit_allowed()) : "?"});
+  }
+  absl::StrAppend(out, t.Render("  "));
+}
+
+void Attempts(const v1::RolloutRecord& r, v1::Verdict verdict,
+              std::string* out) {
+  const bool denied = verdict == v1::VERDICT_DENY;
+  std::vector<Group> groups = GroupAttempts(r, verdict);
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const Group& a, const Group& b) {
+                     if (denied && a.count != b.count) return a.count > b.count;
+                     return std::tie(a.phase_index, a.first) <
+                            std::tie(b.phase_index, b.first);
+                   });
+  uint64_t total = 0, overflowed = 0, destinations = 0;
+  for (const Group& g : groups) {
+    total += g.count;
+    if (g.protocol == "*") {
+      overflowed += g.count;
+    } else {
+      ++destinations;
+    }
+  }
+  absl::StrAppend(out, "\n", denied ? "denied" : "allowed", ": ",
+                  Plural(total, "attempt", "attempts"),
+                  denied ? "" : " recorded");
+  if (overflowed > 0) {
+    absl::StrAppend(out, "; ", total - overflowed, " to ",
+                    Plural(destinations, "destination", "destinations"), ", ",
+                    overflowed, " in overflow entries (destinations not kept)");
+  } else {
+    absl::StrAppend(out, " to ",
+                    Plural(destinations, "destination", "destinations"));
+  }
+  absl::StrAppend(out, denied ? "" : "; see each phase's audit setting", "\n");
+  if (groups.empty()) return;
+  std::vector<std::string> header = {"phase",    "proto", "destination",
+                                     "attempts", "first", "last"};
+  if (denied) {
+    header.insert(header.end(), {"reason", "by"});
+  } else {
+    header.insert(header.end(), {"allowed as", "rule", "by"});
+  }
+  std::vector<bool> right(header.size(), false);
+  right[3] = true;
+  Table t(header, right);
+  for (const Group& g : groups) {
+    std::vector<std::string> row = {g.phase,
+                                    g.protocol,
+                                    g.destination,
+                                    absl::StrCat(g.count),
+                                    Relative(r, g.first_time),
+                                    Relative(r, g.last_time)};
+    if (denied) {
+      row.insert(row.end(), {Joined(g.reasons), Processes(g.processes)});
+    } else {
+      row.insert(row.end(),
+                 {Joined(g.names), Joined(g.rules), Processes(g.processes)});
+    }
+    t.Add(std::move(row));
+  }
+  absl::StrAppend(out, t.Render("  "));
+}
+
+void Guard(const v1::RolloutRecord& r, std::string* out) {
+  absl::StrAppend(out, "\nguard events: ", r.guard_event_size(), "\n");
+  if (r.guard_event_size() == 0) return;
+  Table t({"time", "phase", "action", "what", "actor", "target", "detail"});
+  for (const v1::GuardEntry& g : r.guard_event()) {
+    t.Add({Relative(r, g.time()), g.phase(), g.action(), g.what(),
+           Process(g.actor().command(), g.actor().tgid()),
+           g.has_target() ? Process(g.target().command(), g.target().tgid())
+                          : "-",
+           g.detail().empty() ? "-" : g.detail()});
+  }
+  absl::StrAppend(out, t.Render("  "));
+}
+
+void Losses(const v1::RolloutRecord& r, std::string* out) {
+  const v1::LossAccounting& l = r.loss();
+  absl::StrAppend(out, "\nlosses\n");
+  Table t({"kernel counted",
+           l.kernel_counters_read()
+               ? absl::StrCat(l.kernel_allowed() + l.kernel_denied(),
+                              " attempts: ", l.kernel_denied(), " denied, ",
+                              l.kernel_allowed(), " allowed (",
+                              l.kernel_allowed_unreported(),
+                              " allowed not reported, by the audit setting)",
+                              r.complete() ? "" : " at the last snapshot")
+               : std::string("not read")});
+  const std::string parts =
+      absl::StrCat(l.events_recorded(), " recorded + ", l.kernel_events_lost(),
+                   " lost in the kernel (ring buffer full) + ",
+                   l.reader_dropped(), " dropped by the reader");
+  if (!l.kernel_counters_read()) {
+    t.Add(
+        {"accounted", absl::StrCat(parts, "; nothing to check them against")});
+  } else if (!r.complete()) {
+    t.Add({"accounted", absl::StrCat(parts, "; not final: no check")});
+  } else {
+    const uint64_t want = EventsToRecord(l), have = EventsAccountedFor(l);
+    t.Add({"meant for record",
+           absl::StrCat(want, want == have ? " = " : " != ", parts)});
+    if (want != have) {
+      t.Add({"unaccounted",
+             want > have ? absl::StrCat(want - have, " events")
+                         : absl::StrCat(have - want, " events too many")});
+    }
+  }
+  t.Add({"also",
+         absl::StrCat(Plural(l.overflowed(), "attempt", "attempts"),
+                      " in overflow entries, ",
+                      Plural(l.decode_errors(), "undecodable event",
+                             "undecodable events"),
+                      ", ", Plural(l.unrouted_events(), "event", "events"),
+                      " for sandboxes with no open rollout")});
+  absl::StrAppend(out, t.Render("  "));
+}
+
+}  // namespace
+
+std::string FormatRecordText(const v1::RolloutRecord& record) {
+  std::string out;
+  Header(record, &out);
+  Phases(record, &out);
+  Attempts(record, v1::VERDICT_DENY, &out);
+  Attempts(record, v1::VERDICT_ALLOW, &out);
+  Guard(record, &out);
+  Losses(record, &out);
+  return out;
+}
+
+absl::StatusOr<std::string> FormatRecordJson(const v1::RolloutRecord& record) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  auto status =
+      google::protobuf::util::MessageToJsonString(record, &out, options);
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("record to JSON: ", status.ToString()));
+  }
+  if (out.empty() || out.back() != '\n') out += '\n';
+  return out;
+}
+
+}  // namespace sandfence

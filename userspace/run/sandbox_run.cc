@@ -1,0 +1,263 @@
+#include "run/sandbox_run.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+#include <cerrno>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "egress/cgroup.h"
+#include "egress/spawn.h"
+
+namespace sandfence {
+namespace {
+
+std::string Destination(const NetEvent& e) {
+  if (e.hook == SF_HOOK_SOCK_CREATE) {
+    return e.sock_type == 3 ? "raw socket"
+                            : absl::StrCat("socket protocol ", e.protocol);
+  }
+  return HostPort{e.addr, e.port}.ToString();
+}
+
+// Folds events into what the summary shows.
+class SummaryBuilder {
+ public:
+  void Add(const NetEvent& e) {
+    const std::string proto =
+        e.hook == SF_HOOK_SOCK_CREATE ? "socket" : ProtocolName(e.protocol);
+    const std::string dest = Destination(e);
+    if (!e.denied()) {
+      allowed_.emplace(absl::StrCat(proto, " ", dest));
+      return;
+    }
+    DeniedDestination& d = denied_[{proto, dest}];
+    if (d.count++ == 0) {
+      d.protocol = proto;
+      d.destination = dest;
+      d.first_pid = e.tgid;
+      d.first_comm = e.comm;
+    }
+  }
+
+  void Finish(RunSummary* out) const {
+    for (const auto& [key, d] : denied_) out->denied.push_back(d);
+    std::stable_sort(out->denied.begin(), out->denied.end(),
+                     [](const DeniedDestination& a, const DeniedDestination& b) {
+                       return a.count > b.count;
+                     });
+    out->allowed.assign(allowed_.begin(), allowed_.end());
+  }
+
+ private:
+  std::map<std::pair<std::string, std::string>, DeniedDestination> denied_;
+  std::set<std::string> allowed_;
+};
+
+// Blocks the signals we forward, for the life of the run, and restores the
+// mask after.
+class BlockedSignals {
+ public:
+  BlockedSignals() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set_, s);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~BlockedSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  const sigset_t& set() const { return set_; }
+
+ private:
+  sigset_t set_, old_;
+};
+
+}  // namespace
+
+absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
+  if (::geteuid() != 0) {
+    return absl::PermissionDeniedError(
+        "sandfence run needs root: it loads BPF programs and creates "
+        "cgroups (run it with sudo)");
+  }
+  std::string parent = request.cgroup_parent;
+  if (parent.empty()) {
+    absl::StatusOr<std::string> mount = FindCgroup2Mount();
+    if (!mount.ok()) return mount.status();
+    parent = absl::StrCat(*mount, "/sandfence");
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoError(errno, absl::StrCat("create ", parent));
+    }
+  }
+
+  absl::StatusOr<std::unique_ptr<EgressController>> controller =
+      EgressController::Create();
+  if (!controller.ok()) return controller.status();
+
+  BlockedSignals blocked;
+  UniqueFd sigfd(::signalfd(-1, &blocked.set(), SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigfd) return ErrnoError(errno, "signalfd");
+
+  absl::StatusOr<Cgroup> sandbox =
+      Cgroup::Create(absl::StrCat(parent, "/run-", ::getpid()));
+  if (!sandbox.ok()) return sandbox.status();
+  std::unique_ptr<RolloutRecorder> recorder;
+  if (!request.record_path.empty()) {
+    if (request.policy == nullptr) {
+      return absl::InvalidArgumentError("a record needs the compiled policy");
+    }
+    RolloutInfo info;
+    info.rollout_id = request.rollout_id.empty()
+                          ? absl::StrCat("run-", ::getpid())
+                          : request.rollout_id;
+    info.cgroup_path = sandbox->path();
+    info.cgroup_id = sandbox->id();
+    RecorderOptions options;
+    options.overwrite = true;
+    EgressController* c = controller->get();
+    const uint64_t id = sandbox->id();
+    options.counters = [c, id] { return c->Counters(id); };
+    absl::StatusOr<std::unique_ptr<RolloutRecorder>> created =
+        RolloutRecorder::Create(request.record_path, info, *request.policy,
+                                BootClock::Capture(), options);
+    if (!created.ok()) return created.status();
+    recorder = *std::move(created);
+    // The span starts before the kernel switches; see recorder.h.
+    if (absl::Status s = recorder->BeginPhase(request.phase.name); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s =
+          (*controller)->AddSandbox(sandbox->fd(), sandbox->id(), request.phase);
+      !s.ok()) {
+    return s;
+  }
+  if (recorder) {
+    absl::StatusOr<uint32_t> generation =
+        (*controller)->Generation(sandbox->id());
+    if (generation.ok()) recorder->BindGeneration(*generation);
+  }
+
+  RunSummary summary;
+  summary.cgroup_path = sandbox->path();
+  SummaryBuilder builder;
+  absl::StatusOr<std::unique_ptr<NetEventReader>> reader =
+      NetEventReader::Create((*controller)->events_fd(),
+                             [&](const NetEvent& e) {
+                               if (e.sandbox != sandbox->id()) return;
+                               ++summary.events_read;
+                               builder.Add(e);
+                               if (recorder) recorder->Add(e);
+                               if (request.on_event) request.on_event(e);
+                             });
+  if (!reader.ok()) return reader.status();
+
+  SpawnOptions spawn;
+  spawn.cgroup_fd = sandbox->fd();
+  spawn.argv = request.argv;
+  spawn.uid = request.uid;
+  spawn.gid = request.gid;
+  spawn.new_netns = request.private_netns;
+  absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
+  if (!child.ok()) return child.status();
+
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, *child, 0)));
+  if (!pidfd) return ErrnoError(errno, "pidfd_open");
+
+  // One loop: the command's exit, forwarded signals, and events.
+  int signals_seen = 0;
+  for (;;) {
+    pollfd fds[2] = {{pidfd.get(), POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
+    absl::StatusOr<int> polled = (*reader)->Poll(0);
+    if (!polled.ok()) return polled.status();
+    int n = ::poll(fds, 2, 50);
+    if (n < 0 && errno != EINTR) return ErrnoError(errno, "poll");
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo info;
+      while (::read(sigfd.get(), &info, sizeof(info)) == sizeof(info)) {
+        if (++signals_seen == 1) {
+          ::kill(*child, static_cast<int>(info.ssi_signo));
+        } else {
+          ::kill(*child, SIGKILL);
+        }
+      }
+    }
+    if (fds[0].revents & POLLIN) break;
+    if (recorder) recorder->Tick().IgnoreError();  // errors stick; see below
+  }
+  absl::StatusOr<int> status = WaitForExit(*child);
+  if (!status.ok()) return status.status();
+  summary.exit_status = *status;
+
+  // Leftover processes die before the hooks come off: nothing in the
+  // sandbox ever runs unenforced.
+  absl::Status removed = sandbox->Remove();
+  if (absl::StatusOr<int> drained = (*reader)->Drain(); !drained.ok()) {
+    return drained.status();
+  }
+  absl::StatusOr<SandboxCounters> counters =
+      (*controller)->RemoveSandbox(sandbox->id());
+  if (counters.ok()) summary.counters = *counters;
+  summary.decode_errors = (*reader)->decode_errors();
+  if (recorder) {
+    FinalCounts final_counts;
+    if (counters.ok()) final_counts.kernel = *counters;
+    final_counts.decode_errors = summary.decode_errors;
+    absl::StatusOr<RecordOutcome> outcome = recorder->Finalize(final_counts);
+    if (!outcome.ok()) return outcome.status();
+    summary.record = *std::move(outcome);
+  }
+  builder.Finish(&summary);
+  if (!removed.ok()) return removed;
+  return summary;
+}
+
+std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
+  std::string out = absl::StrFormat(
+      "sandfence: phase \"%s\" (%s), egress enforced by cgroup BPF\n"
+      "sandfence: exit %d; %d allowed, %d denied\n",
+      phase.name, absl::AsciiStrToLower(v1::NetworkAccess_Name(phase.access)),
+      s.exit_status,
+      s.counters.allowed, s.counters.denied);
+  if (!s.allowed.empty()) {
+    absl::StrAppend(&out, "sandfence: allowed: ", absl::StrJoin(s.allowed, ", "),
+                    "\n");
+  }
+  if (!s.denied.empty()) {
+    absl::StrAppend(&out, "sandfence: denied:\n");
+    for (const DeniedDestination& d : s.denied) {
+      absl::StrAppendFormat(&out, "  %-6s %-28s %6dx  pid %d (%s)\n",
+                            d.protocol, d.destination, d.count, d.first_pid,
+                            d.first_comm);
+    }
+  }
+  if (s.record) {
+    absl::StrAppendFormat(&out, "sandfence: record: %d entries, %d bytes%s\n",
+                          s.record->entries, s.record->bytes,
+                          s.record->lossy ? " (lossy: see records show)" : "");
+    for (const std::string& w : s.record->warnings) {
+      absl::StrAppend(&out, "sandfence: record: ", w, "\n");
+    }
+  }
+  if (s.counters.events_lost > 0 || s.decode_errors > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "sandfence: %d events lost in the kernel, %d undecodable: the denied "
+        "list may be incomplete (the counts above are exact)\n",
+        s.counters.events_lost, s.decode_errors);
+  }
+  return out;
+}
+
+}  // namespace sandfence

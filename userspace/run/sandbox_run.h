@@ -1,0 +1,76 @@
+// Runs one command in a fresh sandbox under one compiled phase: the library
+// behind `sandfence run` and `sandfence demo`.
+//
+// Order, so that nothing ever runs unenforced: create the sandbox cgroup,
+// program the maps and attach the hooks, then clone3 the command straight
+// into the cgroup. On the way out: kill whatever is left in the sandbox,
+// and only then detach and remove it.
+#ifndef SANDFENCE_RUN_SANDBOX_RUN_H_
+#define SANDFENCE_RUN_SANDBOX_RUN_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compile/compiled_policy.h"
+#include "egress/egress_controller.h"
+#include "egress/net_event.h"
+#include "records/recorder.h"
+
+namespace sandfence {
+
+struct RunRequest {
+  CompiledPhase phase;
+  std::vector<std::string> argv;
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  bool private_netns = false;
+  // Where sandbox cgroups are made; empty: <cgroup2 mount>/sandfence.
+  std::string cgroup_parent;
+  // Sees every event as it is read.
+  std::function<void(const NetEvent&)> on_event;
+  // When set, the rollout record is written there as events arrive; its
+  // header holds every phase of `policy` (required then).
+  std::string record_path;
+  const CompiledPolicy* policy = nullptr;
+  std::string rollout_id;  // default: "run-<pid>"
+};
+
+// A denied destination, folded.
+struct DeniedDestination {
+  std::string protocol;  // "tcp", "udp", or the socket kind for sock_create
+  std::string destination;  // "127.0.0.4:9000", "[::1]:53", "raw socket"
+  uint64_t count = 0;
+  uint32_t first_pid = 0;
+  std::string first_comm;
+};
+
+struct RunSummary {
+  int exit_status = 0;  // the command's, 128+N for signal N
+  std::string cgroup_path;
+  SandboxCounters counters;  // the kernel's own counts
+  uint64_t events_read = 0;
+  uint64_t decode_errors = 0;
+  std::vector<DeniedDestination> denied;  // most frequent first
+  std::vector<std::string> allowed;       // destinations seen allowed
+  std::optional<RecordOutcome> record;    // with RunRequest::record_path
+};
+
+// Root only (CAP_BPF, CAP_NET_ADMIN, cgroup writes). SIGINT, SIGTERM and
+// SIGHUP are forwarded to the command; a second one kills the sandbox.
+absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request);
+
+// The few lines `sandfence run` prints to stderr when the command ends.
+std::string FormatRunSummary(const RunSummary& summary,
+                             const CompiledPhase& phase);
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_RUN_SANDBOX_RUN_H_
