@@ -308,7 +308,9 @@ TEST_F(EgressE2eTest, FullRingBufferNeverChangesAVerdictAndLossIsCounted) {
   // One page of ring buffer holds a few dozen events; 20000 denials with no
   // reader overflow it. Verdicts stay EPERM, and every attempt is either an
   // event or a counted loss.
-  auto c = EgressController::Create({.ring_bytes = 4096});
+  EgressOptions small_ring;
+  small_ring.ring_bytes = 4096;
+  auto c = EgressController::Create(small_ring);
   ASSERT_TRUE(c.ok()) << c.status();
   std::unique_ptr<EgressController> own = *std::move(c);
   auto cg = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/flood"));

@@ -244,7 +244,9 @@ TEST_F(RecordsE2eTest, AFloodThroughASmallRingBufferIsAccountedExactly) {
   // they can while a reader thread drains it: every verdict stays what it
   // must be, the folded counts equal the events read, and the kernel's
   // attempts = recorded + lost, exactly.
-  auto controller = EgressController::Create({.ring_bytes = 4096});
+  EgressOptions small_ring;
+  small_ring.ring_bytes = 4096;
+  auto controller = EgressController::Create(small_ring);
   ASSERT_TRUE(controller.ok()) << controller.status();
   EgressController& c = **controller;
   auto sb = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/flood"));

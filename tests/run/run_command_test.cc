@@ -169,5 +169,56 @@ TEST_F(RunCommandTest, UserAndPrivateNetns) {
       << netns.err;
 }
 
+// A process of another UID, outside any sandbox, for the guard to protect.
+class ForeignProcess {
+ public:
+  ForeignProcess() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      execl("/usr/bin/setpriv", "setpriv", "--reuid", "65534", "--regid",
+            "65534", "--clear-groups", "sleep", "30", nullptr);
+      _exit(250);
+    }
+    usleep(200 * 1000);
+  }
+  ~ForeignProcess() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_;
+};
+
+TEST_F(RunCommandTest, ProcessGuardStopsReadingAnotherUsersEnviron) {
+  ForeignProcess target;
+  ASSERT_GT(target.pid(), 0);
+  Result r = Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
+                        absl::StrCat("cat /proc/", target.pid(),
+                                     "/environ >/dev/null; echo rc=$?")});
+  EXPECT_EQ(r.status, 0) << r.err;
+  // signal: cat is killed (137); lsm: the open fails (1). Never 0.
+  EXPECT_NE(r.out.find("rc="), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("rc=0"), std::string::npos) << r.out;
+  const bool lsm = r.err.find("process guard: lsm") != std::string::npos;
+  const bool signal = r.err.find("process guard: signal") != std::string::npos;
+  EXPECT_TRUE(lsm || signal) << r.err;
+  EXPECT_NE(r.err.find(lsm ? "denied" : "killed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("environ"), std::string::npos) << r.err;
+}
+
+TEST_F(RunCommandTest, GuardOffLeavesProcUntouched) {
+  ForeignProcess target;
+  ASSERT_GT(target.pid(), 0);
+  Result r = Sandfence({"run", "--network-access", "inherit", "--guard", "off",
+                        "--", "sh", "-c",
+                        absl::StrCat("cat /proc/", target.pid(),
+                                     "/environ >/dev/null; echo rc=$?")});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("process guard: off"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace sandfence::testing

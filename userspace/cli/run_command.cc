@@ -30,6 +30,7 @@ constexpr char kUsage[] =
     "           [--model URL]... [--tool URL]... [--required-tool URL]...\n"
     "           [--allow HOST:PORT[/tcp|/udp]]... [--netns host|private]\n"
     "           [--user UID[:GID]] [--resolver IP[:PORT]] [--record PATH]\n"
+    "           [--guard auto|lsm|signal|off]\n"
     "           -- CMD [ARG]...\n"
     "\n"
     "Runs CMD in a fresh sandbox (a cgroup) under one phase of the policy:\n"
@@ -43,6 +44,7 @@ struct RunFlags {
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
   std::string record_path;
+  std::optional<GuardMode> guard;
 };
 
 absl::Status ParseUser(absl::string_view text, RunFlags* flags) {
@@ -133,6 +135,7 @@ int Execute(const Selected& selected, const RunFlags& flags,
   RunRequest request;
   request.phase = phase;
   request.record_path = flags.record_path;
+  request.guard_mode = flags.guard;
   request.policy = &selected.policy;
   request.argv = std::move(argv);
   request.uid = flags.uid;
@@ -167,6 +170,16 @@ int RunCommand(int argc, char** argv) {
       });
   parser.AddValueFlag("user", "UID[:GID]", "run CMD as this user",
                       [&](absl::string_view v) { return ParseUser(v, &flags); });
+  parser.AddValueFlag(
+      "guard", "MODE",
+      "process guard: auto (lsm, else signal), lsm (or refuse), signal, off; "
+      "default: the policy's guard block, else auto",
+      [&](absl::string_view v) -> absl::Status {
+        absl::StatusOr<GuardMode> mode = ParseGuardMode(v);
+        if (!mode.ok()) return mode.status();
+        flags.guard = *mode;
+        return absl::OkStatus();
+      });
   parser.AddValueFlag("record", "PATH",
                       "write the rollout record (see sandfence records show)",
                       [&](absl::string_view v) {

@@ -21,6 +21,9 @@
 #include "common/unique_fd.h"
 #include "egress/cgroup.h"
 #include "egress/spawn.h"
+#include "guard/guard_controller.h"
+#include "guard/guard_record.h"
+#include "guard/sandbox_cgroup.h"
 
 namespace sandfence {
 namespace {
@@ -105,6 +108,13 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
       EgressController::Create();
   if (!controller.ok()) return controller.status();
 
+  // The guard loads before anything exists: lsm asked for and unavailable
+  // is a refusal, and nothing has started.
+  const GuardMode guard_mode =
+      request.guard_mode.value_or(GuardModeFromPolicy(request.phase.guard));
+  absl::StatusOr<GuardController> guard = GuardController::Create(guard_mode);
+  if (!guard.ok()) return guard.status();
+
   BlockedSignals blocked;
   UniqueFd sigfd(::signalfd(-1, &blocked.set(), SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigfd) return ErrnoError(errno, "signalfd");
@@ -151,6 +161,34 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
 
   RunSummary summary;
   summary.cgroup_path = sandbox->path();
+  summary.guard_enforcer = std::string(guard->enforcer_name());
+  summary.guard_fallback = guard->fallback_reason();
+  if (recorder) recorder->SetGuardEnforcement(summary.guard_enforcer);
+  if (guard->enforcer() != Enforcer::kOff) {
+    absl::StatusOr<SandboxCgroup> inspected =
+        InspectSandboxCgroup(sandbox->path());
+    if (!inspected.ok()) return inspected.status();
+    GuardedSandbox guarded;
+    guarded.cgroup_id = inspected->id;
+    guarded.level = inspected->level;
+    if (absl::Status s = guard->AddSandbox(guarded); !s.ok()) return s;
+  }
+  const int64_t mono_to_unix = MonotonicToUnixOffsetNs();
+  std::optional<GuardEventReader> guard_reader;
+  if (guard->events_fd() >= 0) {
+    absl::StatusOr<GuardEventReader> r = GuardEventReader::Create(
+        guard->events_fd(), [&](const sf_guard_event& e) {
+          if (e.sandbox_id != sandbox->id()) return;
+          v1::GuardEntry entry = GuardEntryFromEvent(e, mono_to_unix);
+          summary.guard_events.push_back(
+              {entry.action(), entry.what(), entry.detail(),
+               entry.actor().tgid(), entry.actor().command(),
+               entry.target().tgid(), entry.target().command()});
+          if (recorder) recorder->AddGuardEntry(std::move(entry));
+        });
+    if (!r.ok()) return r.status();
+    guard_reader.emplace(*std::move(r));
+  }
   SummaryBuilder builder;
   absl::StatusOr<std::unique_ptr<NetEventReader>> reader =
       NetEventReader::Create((*controller)->events_fd(),
@@ -181,6 +219,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     pollfd fds[2] = {{pidfd.get(), POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
     absl::StatusOr<int> polled = (*reader)->Poll(0);
     if (!polled.ok()) return polled.status();
+    if (guard_reader) guard_reader->Poll(0).IgnoreError();
     int n = ::poll(fds, 2, 50);
     if (n < 0 && errno != EINTR) return ErrnoError(errno, "poll");
     if (fds[1].revents & POLLIN) {
@@ -206,6 +245,11 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   if (absl::StatusOr<int> drained = (*reader)->Drain(); !drained.ok()) {
     return drained.status();
   }
+  if (guard_reader) guard_reader->Poll(0).IgnoreError();
+  if (guard->enforcer() != Enforcer::kOff) {
+    summary.guard_events_lost = guard->LostEvents(sandbox->id()).value_or(0);
+    guard->RemoveSandbox(sandbox->id()).IgnoreError();
+  }
   absl::StatusOr<SandboxCounters> counters =
       (*controller)->RemoveSandbox(sandbox->id());
   if (counters.ok()) summary.counters = *counters;
@@ -225,11 +269,27 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
 
 std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
   std::string out = absl::StrFormat(
-      "sandfence: phase \"%s\" (%s), egress enforced by cgroup BPF\n"
+      "sandfence: phase \"%s\" (%s), egress enforced by cgroup BPF, "
+      "process guard: %s\n"
       "sandfence: exit %d; %d allowed, %d denied\n",
       phase.name, absl::AsciiStrToLower(v1::NetworkAccess_Name(phase.access)),
-      s.exit_status,
-      s.counters.allowed, s.counters.denied);
+      s.guard_enforcer, s.exit_status, s.counters.allowed, s.counters.denied);
+  if (!s.guard_fallback.empty()) {
+    absl::StrAppend(&out, "sandfence: process guard fell back to signal: ",
+                    s.guard_fallback, "\n");
+  }
+  if (!s.guard_events.empty()) {
+    absl::StrAppend(&out, "sandfence: process guard:\n");
+    for (const GuardSummaryLine& g : s.guard_events) {
+      absl::StrAppendFormat(&out, "  %-8s %-14s %-10s pid %d (%s) -> pid %d (%s)\n",
+                            g.action, g.what, g.detail, g.actor_pid,
+                            g.actor_comm, g.target_pid, g.target_comm);
+    }
+  }
+  if (s.guard_events_lost > 0) {
+    absl::StrAppendFormat(&out, "sandfence: %d guard events lost\n",
+                          s.guard_events_lost);
+  }
   if (!s.allowed.empty()) {
     absl::StrAppend(&out, "sandfence: allowed: ", absl::StrJoin(s.allowed, ", "),
                     "\n");

@@ -22,6 +22,7 @@
 #include "compile/compiled_policy.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
+#include "guard/guard_types.h"
 #include "records/recorder.h"
 
 namespace sandfence {
@@ -41,6 +42,19 @@ struct RunRequest {
   std::string record_path;
   const CompiledPolicy* policy = nullptr;
   std::string rollout_id;  // default: "run-<pid>"
+  // The process guard; unset: what the phase's guard block says (auto).
+  std::optional<GuardMode> guard_mode;
+};
+
+// A process-guard decision, as the summary shows it.
+struct GuardSummaryLine {
+  std::string action;  // "denied", "killed", "audited"
+  std::string what;    // "ptrace_attach", "proc_open", ...
+  std::string detail;  // the /proc entry, the cgroup file
+  uint32_t actor_pid = 0;
+  std::string actor_comm;
+  uint32_t target_pid = 0;
+  std::string target_comm;
 };
 
 // A denied destination, folded.
@@ -61,6 +75,10 @@ struct RunSummary {
   std::vector<DeniedDestination> denied;  // most frequent first
   std::vector<std::string> allowed;       // destinations seen allowed
   std::optional<RecordOutcome> record;    // with RunRequest::record_path
+  std::string guard_enforcer;  // "lsm", "signal" or "off"
+  std::string guard_fallback;  // why auto did not pick lsm
+  std::vector<GuardSummaryLine> guard_events;
+  uint64_t guard_events_lost = 0;
 };
 
 // Root only (CAP_BPF, CAP_NET_ADMIN, cgroup writes). SIGINT, SIGTERM and
