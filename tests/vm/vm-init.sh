@@ -15,7 +15,9 @@ mount -t sysfs sysfs /sys
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+# /tmp is the initramfs's own (already writable): a tmpfs over it would
+# hide a build tree that lives under /tmp on the host (CI clones there).
+chmod 1777 /tmp
 mount -t tmpfs -o mode=755 tmpfs /run
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t bpf bpf /sys/fs/bpf
