@@ -1,0 +1,264 @@
+// sandfence_bench_worker: the process that sits inside the cgroup under
+// test, so that every hook and every nftables rule being measured judges
+// its sockets. It reports to the bench through the fd given with --out.
+//
+//   connect --tcp-listen FD --udp-sink FD --dst ADDR --tcp-port P
+//           --udp-port Q --batches B --udp-batch N --send-batch N
+//           --tcp-batch N
+//       Times batches of UDP connect(), UDP sendto() and TCP
+//       socket+connect+accept+close to allowed loopback destinations;
+//       prints "sample <op> <ns per op>" for each batch after a warm-up.
+//   deny    --dst ADDR --port-base P --ports N --rate R --duration-ms D
+//           --start-boot-ns T [--stamps]
+//       From T (CLOCK_BOOTTIME) for D ms, UDP connect()s at R per second
+//       (0: as fast as it can) to ADDR on ports P..P+N-1, which the sandbox
+//       denies; each denial is one event. With --stamps, the CLOCK_BOOTTIME
+//       taken right before each call follows the counts, as raw u64s.
+//   pipe    --notify FD --rate R --count C --start-boot-ns T
+//       The latency baseline: writes CLOCK_BOOTTIME into a pipe, C times at
+//       R per second; the bench reads them as the ring buffer's events.
+//
+// On failure: an "error <what>" line and exit status 1.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+int g_out = 1;
+
+uint64_t Now(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+uint64_t Boot() { return Now(CLOCK_BOOTTIME); }
+uint64_t Mono() { return Now(CLOCK_MONOTONIC); }
+
+[[noreturn]] void Fail(const char* what, int err) {
+  dprintf(g_out, "error %s: %s\n", what, err ? strerror(err) : "failed");
+  _exit(1);
+}
+
+// Sleeps most of the way and spins the rest: paced rates up to hundreds of
+// thousands per second need sub-microsecond precision.
+void WaitUntilBoot(uint64_t t) {
+  for (;;) {
+    uint64_t now = Boot();
+    if (now >= t) return;
+    if (t - now > 200000) {
+      uint64_t ns = t - now - 100000;
+      timespec ts{static_cast<time_t>(ns / 1000000000ull),
+                  static_cast<long>(ns % 1000000000ull)};
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+struct Args {
+  std::map<std::string, std::string> values;
+  bool Has(const std::string& k) const { return values.count(k) != 0; }
+  uint64_t Num(const std::string& k) const {
+    auto it = values.find(k);
+    if (it == values.end()) {
+      dprintf(g_out, "error missing --%s\n", k.c_str());
+      _exit(1);
+    }
+    return std::strtoull(it->second.c_str(), nullptr, 10);
+  }
+  std::string Str(const std::string& k) const {
+    auto it = values.find(k);
+    if (it == values.end()) {
+      dprintf(g_out, "error missing --%s\n", k.c_str());
+      _exit(1);
+    }
+    return it->second;
+  }
+};
+
+sockaddr_in Addr(const std::string& ip, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  if (inet_pton(AF_INET, ip.c_str(), &a.sin_addr) != 1) Fail("bad --dst", 0);
+  return a;
+}
+
+void Sample(const char* op, uint64_t elapsed_ns, uint64_t n) {
+  dprintf(g_out, "sample %s %.1f\n", op, static_cast<double>(elapsed_ns) / n);
+}
+
+int RunConnect(const Args& a) {
+  const int listen_fd = static_cast<int>(a.Num("tcp-listen"));
+  const int sink_fd = static_cast<int>(a.Num("udp-sink"));
+  const sockaddr_in tcp_dst = Addr(a.Str("dst"), a.Num("tcp-port"));
+  const sockaddr_in udp_dst = Addr(a.Str("dst"), a.Num("udp-port"));
+  const uint64_t batches = a.Num("batches");
+  const uint64_t udp_batch = a.Num("udp-batch");
+  const uint64_t send_batch = a.Num("send-batch");
+  const uint64_t tcp_batch = a.Num("tcp-batch");
+  const auto* udp_sa = reinterpret_cast<const sockaddr*>(&udp_dst);
+  const auto* tcp_sa = reinterpret_cast<const sockaddr*>(&tcp_dst);
+
+  int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (u < 0 || s < 0) Fail("udp socket", errno);
+  char payload[16] = "sandfence-bench";
+  char drain[64];
+
+  // Batch 0 warms caches and the kernel's paths and is not reported.
+  for (uint64_t b = 0; b <= batches; ++b) {
+    uint64_t t = Mono();
+    for (uint64_t i = 0; i < udp_batch; ++i) {
+      if (connect(u, udp_sa, sizeof(udp_dst)) != 0) Fail("udp connect", errno);
+    }
+    if (b) Sample("udp_connect", Mono() - t, udp_batch);
+
+    t = Mono();
+    for (uint64_t i = 0; i < send_batch; ++i) {
+      if (sendto(s, payload, sizeof(payload), 0, udp_sa, sizeof(udp_dst)) < 0) {
+        Fail("udp sendto", errno);
+      }
+    }
+    if (b) Sample("udp_sendto", Mono() - t, send_batch);
+    while (recv(sink_fd, drain, sizeof(drain), MSG_DONTWAIT) > 0) {
+    }
+
+    t = Mono();
+    for (uint64_t i = 0; i < tcp_batch; ++i) {
+      int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (c < 0) Fail("tcp socket", errno);
+      // Close with a reset: no TIME_WAIT, so ephemeral ports never run out.
+      linger lg{1, 0};
+      setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+      if (connect(c, tcp_sa, sizeof(tcp_dst)) != 0) Fail("tcp connect", errno);
+      int acc = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (acc < 0) Fail("tcp accept", errno);
+      close(c);
+      close(acc);
+    }
+    if (b) Sample("tcp_connect_accept", Mono() - t, tcp_batch);
+  }
+  dprintf(g_out, "ok\n");
+  return 0;
+}
+
+// Writes all of buf or fails.
+void WriteAll(const void* buf, size_t len) {
+  const char* p = static_cast<const char*>(buf);
+  while (len) {
+    ssize_t n = write(g_out, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) _exit(1);
+    p += n;
+    len -= n;
+  }
+}
+
+int RunDeny(const Args& a) {
+  const std::string dst = a.Str("dst");
+  const uint64_t port_base = a.Num("port-base");
+  const uint64_t ports = a.Num("ports") ? a.Num("ports") : 1;
+  const uint64_t rate = a.Num("rate");
+  const uint64_t duration = a.Num("duration-ms") * 1000000ull;
+  const uint64_t start = a.Num("start-boot-ns");
+  const bool stamps = a.Has("stamps");
+  sockaddr_in addr = Addr(dst, port_base);
+  const double period = rate ? 1e9 / rate : 0;
+
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) Fail("udp socket", errno);
+  std::vector<uint64_t> st;
+  if (stamps)
+    st.reserve(rate ? rate * (duration / 1000000ull) / 1000 + 16 : 1 << 20);
+
+  WaitUntilBoot(start);
+  const uint64_t end = start + duration;
+  uint64_t attempts = 0, eperm = 0, other = 0;
+  for (uint64_t i = 0;; ++i) {
+    uint64_t now = Boot();
+    if (period) {
+      uint64_t target = start + static_cast<uint64_t>(i * period);
+      if (now < target) {
+        WaitUntilBoot(target);
+        now = Boot();
+      }
+    }
+    if (now >= end) break;
+    if (stamps) st.push_back(now);
+    addr.sin_port = htons(static_cast<uint16_t>(port_base + i % ports));
+    if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      ++other;
+    } else if (errno == EPERM) {
+      ++eperm;
+    } else {
+      ++other;
+    }
+    ++attempts;
+  }
+  const uint64_t elapsed = Boot() - start;
+  dprintf(g_out, "attempts %llu\neperm %llu\nother %llu\nelapsed_ns %llu\n",
+          static_cast<unsigned long long>(attempts),
+          static_cast<unsigned long long>(eperm),
+          static_cast<unsigned long long>(other),
+          static_cast<unsigned long long>(elapsed));
+  dprintf(g_out, "stamps %zu\n", st.size());
+  WriteAll(st.data(), st.size() * sizeof(uint64_t));
+  return 0;
+}
+
+int RunPipe(const Args& a) {
+  const int notify = static_cast<int>(a.Num("notify"));
+  const uint64_t rate = a.Num("rate");
+  const uint64_t count = a.Num("count");
+  const uint64_t start = a.Num("start-boot-ns");
+  const double period = rate ? 1e9 / rate : 0;
+  WaitUntilBoot(start);
+  for (uint64_t i = 0; i < count; ++i) {
+    if (period) WaitUntilBoot(start + static_cast<uint64_t>(i * period));
+    uint64_t t0 = Boot();
+    if (write(notify, &t0, sizeof(t0)) != sizeof(t0)) Fail("write", errno);
+  }
+  dprintf(g_out, "attempts %llu\neperm 0\nother 0\nelapsed_ns %llu\nstamps 0\n",
+          static_cast<unsigned long long>(count),
+          static_cast<unsigned long long>(Boot() - start));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s connect|deny|pipe --out FD ...\n", argv[0]);
+    return 2;
+  }
+  Args a;
+  for (int i = 2; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k.rfind("--", 0) != 0) continue;
+    k = k.substr(2);
+    if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
+      a.values[k] = argv[++i];
+    } else {
+      a.values[k] = "";
+    }
+  }
+  if (a.Has("out")) g_out = static_cast<int>(a.Num("out"));
+  const std::string mode = argv[1];
+  if (mode == "connect") return RunConnect(a);
+  if (mode == "deny") return RunDeny(a);
+  if (mode == "pipe") return RunPipe(a);
+  dprintf(g_out, "error unknown mode %s\n", mode.c_str());
+  return 2;
+}

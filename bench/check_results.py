@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""Checks that a bench JSON file is complete: every suite produced its rows,
+every row has its statistics as numbers, ratios name their baseline. It says
+nothing about how fast anything was: benchmarks are never timed assertions.
+
+usage: check_results.py RESULTS.json
+"""
+import json
+import math
+import sys
+
+# (suite, name, variant) rows that every run must have.
+REQUIRED = [
+    ("connect", "udp_connect", "baseline"),
+    ("connect", "udp_connect", "sandfence"),
+    ("connect", "udp_sendto", "sandfence"),
+    ("connect", "tcp_connect_accept", "sandfence"),
+    ("connect", "udp_connect", "sandfence overhead"),
+    ("connect", "bpf_run/connect4", "kernel"),
+    ("events", "events_delivered", "ring"),
+    ("events", "events_lost", "ring"),
+    ("events", "max_rate_without_loss", "ring"),
+    ("events", "consumer_drain_rate", "ring"),
+    ("events", "loss_while_reader_stalled", "ring"),
+    ("events", "denial_to_user_space", "pipe"),
+    ("events", "denial_to_user_space", "ring"),
+    ("events", "user_cost_per_event", "decode"),
+    ("control", "register_sandbox", "sandfence"),
+    ("control", "registration_rate", "sandfence"),
+    ("control", "switch_phase", "sandfence"),
+    ("control", "controller_rss", "sandfence"),
+    ("control", "map_memory", "sandfence"),
+]
+
+
+def fail(msg):
+    print(f"check_results: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def main():
+    if len(sys.argv) != 2:
+        fail(__doc__.strip().splitlines()[-1])
+    with open(sys.argv[1]) as f:
+        doc = json.load(f)
+    for key in ("meta", "results", "targets", "notes"):
+        if key not in doc:
+            fail(f"no {key!r}")
+    failed = [n for n in doc["notes"] if "suite failed" in n]
+    if failed:
+        fail("; ".join(failed))
+    rows = doc["results"]
+    have = {(r["suite"], r["name"], r["variant"]) for r in rows}
+    for want in REQUIRED:
+        if want not in have:
+            fail(f"no row for {want}")
+    records = doc["meta"].get("records") == "userspace/records"
+    if records and ("events", "events_delivered", "records") not in have:
+        fail("built with records but no records rows")
+    for r in rows:
+        label = f"{r['suite']} {r['name']} {r['variant']} {r['params']}"
+        if r["n"] < 1:
+            fail(f"{label}: no samples")
+        for k in ("median", "min", "max"):
+            if not number(r[k]):
+                fail(f"{label}: {k} is {r[k]!r}")
+        if not r["min"] <= r["median"] <= r["max"]:
+            fail(f"{label}: min <= median <= max does not hold")
+        if r["baseline"] is not None and not number(r["ratio"]):
+            fail(f"{label}: a baseline but no ratio")
+    if len(doc["targets"]) < 6:
+        fail(f"{len(doc['targets'])} targets judged, expected 6")
+    print(f"check_results: {len(rows)} rows, {len(doc['targets'])} targets: complete")
+
+
+main()

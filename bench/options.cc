@@ -1,0 +1,68 @@
+#include "bench/options.h"
+
+namespace sandfence::bench {
+
+std::atomic<bool> g_interrupted{false};
+
+BenchOptions FullOptions() {
+  BenchOptions o;
+  o.connect_sandboxes = {1, 1000, 10000};
+  o.connect_rules = {10, 1000, 100000};
+  // Short batches (a few hundred microseconds): on a shared machine a
+  // preemption spoils one batch, which the median then ignores.
+  o.connect_rounds = 10;
+  o.connect_batches = 60;
+  o.udp_connect_batch = 250;
+  o.udp_send_batch = 100;
+  o.tcp_batch = 10;
+  o.bpf_stats_runs = 3;
+
+  o.event_rates = {25000, 50000, 100000, 200000, 400000, 800000, 0};
+  o.event_reps = 3;
+  o.event_ms = 1000;
+  o.event_children = 2;
+  o.bisect_steps = 3;
+  o.drain_reps = 10;
+  o.stall_rates = {50000, 100000, 150000, 200000, 300000, 0};
+  o.stall_ms = 400;
+  o.latency_rates = {1000, 100000};
+  o.latency_ms = 2000;
+
+  o.control_sandboxes = 10000;
+  o.switch_rules = {10, 1000, 100000};
+  o.switch_reps = {1000, 200, 10};
+  o.micro_min_time_s = 0.3;
+  return o;
+}
+
+BenchOptions SmokeOptions() {
+  BenchOptions o;
+  o.smoke = true;
+  o.connect_sandboxes = {1, 10};
+  o.connect_rules = {10, 100};
+  o.connect_rounds = 2;
+  o.connect_batches = 3;
+  o.udp_connect_batch = 200;
+  o.udp_send_batch = 50;
+  o.tcp_batch = 10;
+  o.bpf_stats_runs = 1;
+
+  o.event_rates = {10000, 0};
+  o.event_reps = 1;
+  o.event_ms = 150;
+  o.event_children = 2;
+  o.bisect_steps = 1;
+  o.drain_reps = 2;
+  o.stall_rates = {100000, 0};
+  o.stall_ms = 100;
+  o.latency_rates = {1000};
+  o.latency_ms = 200;
+
+  o.control_sandboxes = 20;
+  o.switch_rules = {10, 100};
+  o.switch_reps = {20, 5};
+  o.micro_min_time_s = 0.01;
+  return o;
+}
+
+}  // namespace sandfence::bench

@@ -1,0 +1,67 @@
+// Sizes and iteration counts of a bench run. The full run measures the
+// issue's sizes and stays within about ten minutes on a 2-core machine; the
+// smoke run exercises every code path with tiny sizes in seconds.
+#ifndef SANDFENCE_BENCH_OPTIONS_H_
+#define SANDFENCE_BENCH_OPTIONS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sandfence::bench {
+
+struct BenchOptions {
+  bool smoke = false;
+  std::string worker;         // sandfence_bench_worker
+  std::string work_dir;       // scratch files (nft scripts, records)
+  std::string cgroup2_mount;  // e.g. /sys/fs/cgroup/unified
+  std::string cgroup_root;    // this run's cgroup subtree (exists)
+
+  // Connect cost: every (sandboxes, rules) pair, in `rounds` interleaved
+  // rounds of (baseline, sandfence, nftables) workers, each timing
+  // `batches` batches per operation.
+  std::vector<size_t> connect_sandboxes;
+  std::vector<size_t> connect_rules;
+  int connect_rounds = 0;
+  int connect_batches = 0;
+  size_t udp_connect_batch = 0;
+  size_t udp_send_batch = 0;
+  size_t tcp_batch = 0;
+  int bpf_stats_runs = 0;  // worker runs with run-time accounting on
+
+  // Events: a ladder of offered rates (events/s, 0 = unpaced), each run
+  // `event_reps` times for `event_ms`; then bisection steps between the
+  // last rate without loss and the first with.
+  std::vector<uint64_t> event_rates;
+  int event_reps = 0;
+  int event_ms = 0;
+  int event_children = 0;
+  int bisect_steps = 0;
+  // Consumer capacity: the ring filled with the reader waiting, then
+  // drained, `drain_reps` times per sink.
+  int drain_reps = 0;
+  // Loss curve: the reader stalls for `stall_ms` at each rate.
+  std::vector<uint64_t> stall_rates;
+  int stall_ms = 0;
+  // Latency: denial -> user space at these rates, `latency_ms` each.
+  std::vector<uint64_t> latency_rates;
+  int latency_ms = 0;
+
+  // Control plane.
+  size_t control_sandboxes = 0;
+  std::vector<size_t> switch_rules;
+  std::vector<int> switch_reps;  // repetitions per size
+  double micro_min_time_s = 0;   // Google Benchmark min time, per-event cost
+};
+
+BenchOptions FullOptions();
+BenchOptions SmokeOptions();
+
+// Set by SIGINT/SIGTERM: suites stop at the next boundary and clean up.
+extern std::atomic<bool> g_interrupted;
+
+}  // namespace sandfence::bench
+
+#endif  // SANDFENCE_BENCH_OPTIONS_H_

@@ -1,0 +1,33 @@
+// The three benchmark suites of issue 7 and the targets they are held to.
+#ifndef SANDFENCE_BENCH_SUITES_H_
+#define SANDFENCE_BENCH_SUITES_H_
+
+#include "absl/status/status.h"
+#include "bench/options.h"
+#include "bench/report.h"
+
+namespace sandfence::bench {
+
+// UDP connect(), UDP sendto() and TCP connect+accept to loopback from a
+// process in no sandbox, in a sandfence sandbox, and under the same
+// allowlist in nftables; plus the kernel's own run time of each program.
+absl::Status RunConnectSuite(const BenchOptions& options, Report* report);
+
+// Denials from child processes at controlled rates through the ring buffer
+// to user space (and into rollout records when the records module is
+// built): the loss curve, the highest rate without loss, and the latency
+// from a denial to its arrival.
+absl::Status RunEventsSuite(const BenchOptions& options, Report* report);
+
+// Phase switch latency, sandbox registration rate, controller and map
+// memory with many sandboxes, and the user-space cost of one event. Runs in
+// a process of its own (bench_main's --control-child) so that its memory
+// figures are the controller's, not the other suites'.
+absl::Status RunControlSuite(const BenchOptions& options, Report* report);
+
+// Judges the issue's targets from the rows.
+void EvaluateTargets(const BenchOptions& options, Report* report);
+
+}  // namespace sandfence::bench
+
+#endif  // SANDFENCE_BENCH_SUITES_H_
