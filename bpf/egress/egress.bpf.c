@@ -92,6 +92,10 @@ static __always_inline bool sf_should_record_allow(__u64 id,
 	__u8 one = 1;
 
 	__builtin_memcpy(k.addr, d->addr, 16);
+	/* A lookup is far cheaper than a failed insert on an LRU map, and
+	 * almost every allow after the first finds its destination. */
+	if (bpf_map_lookup_elem(&sf_seen, &k))
+		return false;
 	/* Inserted now: the first allow to this destination in this phase. */
 	return bpf_map_update_elem(&sf_seen, &k, &one, BPF_NOEXIST) == 0;
 }
@@ -261,8 +265,13 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 /* Level 0 is the root cgroup, which is never a sandbox. */
 static __always_inline void sf_current_ancestors(struct sf_walk *w)
 {
-	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++)
+	/* Past the task's own level the helper returns 0: stop there (the
+	 * rest of ids[] is already zero) instead of asking 16 times. */
+	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
 		w->ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
+		if (!w->ids[level])
+			break;
+	}
 }
 
 static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx)
@@ -371,8 +380,11 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		w->d.port = bpf_ntohs(uh.dest);
 	}
 	/* The socket's cgroup, not the current task's: softirq context. */
-	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++)
+	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
 		w->ids[level] = bpf_skb_ancestor_cgroup_id(skb, level + 1);
+		if (!w->ids[level])
+			break;
+	}
 	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_walk_level, w, 0);
 	/* Unlike the hooks, no sandbox here is not a denial: the backstop only
 	 * catches what a sandbox's rules forbid. */
