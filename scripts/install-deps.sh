@@ -16,6 +16,7 @@ PACKAGES="
   qemu-system-x86 busybox-static cpio
   libidn2-dev libssl-dev
   vagrant
+  python3-protobuf
 "
 
 if [ "$(id -u)" -ne 0 ]; then

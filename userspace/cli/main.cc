@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cli/check_command.h"
+#include "cli/daemon_command.h"
 #include "cli/records_command.h"
 #include "cli/run_command.h"
 #include "common/status.h"
@@ -20,6 +21,10 @@ void PrintUsage(FILE* out) {
       "  run     run a command in a sandbox under a policy\n"
       "  records show a rollout record (records show PATH [--json])\n"
       "  demo    show enforcement on loopback: one allowed, one denied\n"
+      "  daemon  serve the gRPC API for rollout frameworks (root)\n"
+      "  rollouts  list the daemon's open rollouts\n"
+      "  phase   switch a rollout's phase (phase ROLLOUT PHASE)\n"
+      "  records get ROLLOUT  a rollout's record, from the daemon\n"
       "\n"
       "sandfence COMMAND --help describes a command.\n",
       out);
@@ -35,6 +40,9 @@ constexpr Command kCommands[] = {
     {"run", sandfence::RunCommand},
     {"demo", sandfence::DemoCommand},
     {"records", sandfence::RecordsCommand},
+    {"daemon", sandfence::DaemonCommand},
+    {"rollouts", sandfence::RolloutsCommand},
+    {"phase", sandfence::PhaseCommand},
 };
 
 }  // namespace
@@ -48,6 +56,10 @@ int main(int argc, char** argv) {
   if (command == "help" || command == "--help" || command == "-h") {
     PrintUsage(stdout);
     return sandfence::kExitOk;
+  }
+  // `records get` asks the daemon; `records show` reads a file.
+  if (command == "records" && argc > 2 && std::string_view(argv[2]) == "get") {
+    return sandfence::RecordsGetCommand(argc - 1, argv + 1);
   }
   for (const Command& c : kCommands) {
     if (c.name == command) return c.run(argc - 1, argv + 1);

@@ -116,6 +116,12 @@ absl::StatusOr<Cgroup> Cgroup::Open(const std::string& path) {
   return Cgroup(path, std::move(dir), *id, /*owned=*/false);
 }
 
+absl::StatusOr<Cgroup> Cgroup::Adopt(const std::string& path) {
+  absl::StatusOr<Cgroup> cgroup = Open(path);
+  if (cgroup.ok()) cgroup->owned_ = true;
+  return cgroup;
+}
+
 Cgroup& Cgroup::operator=(Cgroup&& other) {
   if (this != &other) {
     if (owned_) Remove().IgnoreError();

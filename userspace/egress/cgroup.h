@@ -30,6 +30,9 @@ class Cgroup {
   static absl::StatusOr<Cgroup> Create(const std::string& path);
   // Refers to an existing cgroup without owning it.
   static absl::StatusOr<Cgroup> Open(const std::string& path);
+  // Takes ownership of an existing cgroup that this program created earlier
+  // (a restarted daemon adopting its sandboxes).
+  static absl::StatusOr<Cgroup> Adopt(const std::string& path);
 
   Cgroup(Cgroup&& other) noexcept
       : path_(std::move(other.path_)),
@@ -47,6 +50,9 @@ class Cgroup {
   // Kills every process in the cgroup and its descendants, waits until it is
   // empty, and removes it with its descendants. Owned cgroups only.
   absl::Status Remove();
+  // Gives up ownership: the cgroup and its processes outlive this object
+  // (a daemon that exits while its sandboxes stay enforced).
+  void Release() { owned_ = false; }
 
  private:
   Cgroup(std::string path, UniqueFd dir, uint64_t id, bool owned)

@@ -1,11 +1,17 @@
 #include "egress/egress_controller.h"
 
 #include <bpf/bpf.h>
+#include <dirent.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
@@ -53,6 +59,49 @@ absl::Status LoadError(int err, absl::string_view what) {
       "log above says why"));
 }
 
+constexpr long kBpfFsMagic = 0xcafe4a11;
+
+absl::Status MakeDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoError(errno, absl::StrCat("create ", path));
+  }
+  return absl::OkStatus();
+}
+
+// Deletes every key of a rule map whose generation field is `generation`.
+// Keys are collected first: deleting while walking restarts the walk.
+template <typename K>
+void DeleteKeysOfGeneration(int map_fd, uint32_t generation) {
+  std::vector<K> doomed;
+  K key{};
+  K next{};
+  const K* prev = nullptr;
+  while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+    if (next.generation == generation) doomed.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (const K& k : doomed) bpf_map_delete_elem(map_fd, &k);
+}
+
+template <typename K>
+uint32_t MaxKeyGeneration(int map_fd) {
+  uint32_t max = 0;
+  K key{};
+  K next{};
+  const K* prev = nullptr;
+  while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+    max = std::max(max, next.generation);
+    key = next;
+    prev = &key;
+  }
+  return max;
+}
+
+std::string LinkDir(const std::string& pin_dir, uint64_t cgroup_id) {
+  return absl::StrCat(pin_dir, "/links/", cgroup_id);
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> CurrentNetnsCookie() {
@@ -83,14 +132,52 @@ absl::StatusOr<std::unique_ptr<EgressController>> EgressController::Create(
         absl::StrCat("ring buffer size ", options.ring_bytes,
                      " is not a power of two of at least a page"));
   }
+  if (!options.pin_dir.empty()) {
+    struct statfs fs {};
+    if (::statfs(options.pin_dir.c_str(), &fs) != 0 &&
+        (MakeDir(options.pin_dir).ok() == false ||
+         ::statfs(options.pin_dir.c_str(), &fs) != 0)) {
+      return ErrnoError(errno, absl::StrCat("pin directory ", options.pin_dir));
+    }
+    if (fs.f_type != kBpfFsMagic) {
+      return Rejected(absl::StrCat(
+          "pin directory ", options.pin_dir,
+          " is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)"));
+    }
+    for (const std::string& dir :
+         {options.pin_dir, absl::StrCat(options.pin_dir, "/maps"),
+          absl::StrCat(options.pin_dir, "/links")}) {
+      if (absl::Status s = MakeDir(dir); !s.ok()) return s;
+    }
+    // libbpf reuses a compatible pinned map of the same name, or creates
+    // and pins it: the rules and counters of running sandboxes survive.
+    bpf_map* map;
+    bpf_object__for_each_map(map, c->skel_->obj) {
+      if (bpf_map__is_internal(map)) continue;
+      std::string path =
+          absl::StrCat(options.pin_dir, "/maps/", bpf_map__name(map));
+      if (bpf_map__set_pin_path(map, path.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("pin path ", path));
+      }
+    }
+    c->pin_dir_ = options.pin_dir;
+  }
   if (sf_egress::load(c->skel_.get()) != 0) {
     return LoadError(errno, "load the egress programs");
+  }
+  if (!c->pin_dir_.empty()) {
+    // Never reuse a generation an earlier controller left in the maps
+    // (even one half-written when it died).
+    absl::MutexLock lock(&c->mu_);
+    c->next_generation_ = c->MaxGenerationInMaps() + 1;
   }
   return c;
 }
 
 EgressController::~EgressController() {
   absl::MutexLock lock(&mu_);
+  // Pinned: the sandboxes stay enforced after this controller is gone.
+  if (!pin_dir_.empty()) return;
   for (auto& [id, state] : sandboxes_) {
     state.links.clear();
     bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &id);
@@ -120,6 +207,171 @@ absl::Status EgressController::WriteEntries(const RuleEntries& e) {
   if (s.ok()) s = UpdateAll(bpf_map__fd(m.sf_cidr6), e.cidr6, "sf_cidr6");
   if (!s.ok()) DeleteEntries(e);
   return s;
+}
+
+void EgressController::DeleteGeneration(uint32_t generation) {
+  const auto& m = skel_->maps;
+  DeleteKeysOfGeneration<sf_exact4_key>(bpf_map__fd(m.sf_exact4), generation);
+  DeleteKeysOfGeneration<sf_exact6_key>(bpf_map__fd(m.sf_exact6), generation);
+  DeleteKeysOfGeneration<sf_cidr4_key>(bpf_map__fd(m.sf_cidr4), generation);
+  DeleteKeysOfGeneration<sf_cidr6_key>(bpf_map__fd(m.sf_cidr6), generation);
+}
+
+void EgressController::DeleteState(const SandboxState& state) {
+  if (state.adopted) {
+    DeleteGeneration(state.generation);
+  } else {
+    DeleteEntries(state.entries);
+  }
+}
+
+uint32_t EgressController::MaxGenerationInMaps() const {
+  const auto& m = skel_->maps;
+  uint32_t max = 0;
+  max =
+      std::max(max, MaxKeyGeneration<sf_exact4_key>(bpf_map__fd(m.sf_exact4)));
+  max =
+      std::max(max, MaxKeyGeneration<sf_exact6_key>(bpf_map__fd(m.sf_exact6)));
+  max = std::max(max, MaxKeyGeneration<sf_cidr4_key>(bpf_map__fd(m.sf_cidr4)));
+  max = std::max(max, MaxKeyGeneration<sf_cidr6_key>(bpf_map__fd(m.sf_cidr6)));
+  int fd = bpf_map__fd(m.sf_sandboxes);
+  uint64_t key = 0, next = 0;
+  const uint64_t* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    sf_sandbox value{};
+    if (bpf_map_lookup_elem(fd, &next, &value) == 0) {
+      max = std::max(max, value.generation);
+    }
+    key = next;
+    prev = &key;
+  }
+  return max;
+}
+
+absl::Status EgressController::PinLinks(uint64_t cgroup_id,
+                                        std::vector<BpfLink>& links) {
+  const std::string dir = LinkDir(pin_dir_, cgroup_id);
+  if (absl::Status s = MakeDir(dir); !s.ok()) return s;
+  for (BpfLink& link : links) {
+    bpf_link_info info{};
+    uint32_t len = sizeof(info);
+    bpf_obj_get_info_by_fd(bpf_link__fd(link.get()), &info, &len);
+    std::string path = absl::StrCat(dir, "/prog-", info.prog_id);
+    if (int err = bpf_link__pin(link.get(), path.c_str()); err != 0) {
+      UnpinLinks(cgroup_id, links);
+      return ErrnoError(-err, absl::StrCat("pin ", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void EgressController::UnpinLinks(uint64_t cgroup_id,
+                                  std::vector<BpfLink>& links) {
+  for (BpfLink& link : links) {
+    if (bpf_link__pin_path(link.get()) != nullptr) {
+      bpf_link__unpin(link.get());
+    }
+  }
+  ::rmdir(LinkDir(pin_dir_, cgroup_id).c_str());
+}
+
+absl::StatusOr<uint32_t> EgressController::AdoptSandbox(uint64_t cgroup_id) {
+  if (pin_dir_.empty()) {
+    return absl::FailedPreconditionError(
+        "adopting a sandbox needs a pinned controller "
+        "(EgressOptions::pin_dir)");
+  }
+  absl::MutexLock lock(&mu_);
+  if (sandboxes_.contains(cgroup_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("cgroup ", cgroup_id, " is already a sandbox"));
+  }
+  sf_sandbox value{};
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id,
+                          &value) != 0) {
+    return absl::NotFoundError(absl::StrCat(
+        "cgroup ", cgroup_id, " has no sandbox entry in the pinned maps"));
+  }
+  SandboxState state;
+  state.generation = value.generation;
+  state.adopted = true;
+  const std::string dir = LinkDir(pin_dir_, cgroup_id);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    return ErrnoError(errno, absl::StrCat("open pinned links ", dir));
+  }
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string path = absl::StrCat(dir, "/", e->d_name);
+    BpfLink link(bpf_link__open(path.c_str()));
+    if (!link) {
+      int err = errno;
+      ::closedir(d);
+      return ErrnoError(err, absl::StrCat("open pinned link ", path));
+    }
+    state.links.push_back(std::move(link));
+  }
+  ::closedir(d);
+  if (state.links.empty()) {
+    return absl::NotFoundError(absl::StrCat("no pinned links in ", dir));
+  }
+  next_generation_ = std::max(next_generation_, value.generation + 1);
+  sandboxes_.emplace(cgroup_id, std::move(state));
+  return value.generation;
+}
+
+std::vector<uint64_t> EgressController::PinnedSandboxes() const {
+  std::vector<uint64_t> ids;
+  if (pin_dir_.empty()) return ids;
+  DIR* d = ::opendir(absl::StrCat(pin_dir_, "/links").c_str());
+  if (d == nullptr) return ids;
+  while (dirent* e = ::readdir(d)) {
+    uint64_t id = 0;
+    if (absl::SimpleAtoi(e->d_name, &id)) ids.push_back(id);
+  }
+  ::closedir(d);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+absl::Status EgressController::RemovePins(const std::string& pin_dir) {
+  absl::Status first;
+  auto remove_dir = [&first](const std::string& dir) {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      if (errno != ENOENT) first.Update(ErrnoError(errno, dir));
+      return;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    ::closedir(d);
+    for (const std::string& n : names) {
+      std::string path = absl::StrCat(dir, "/", n);
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        first.Update(ErrnoError(errno, absl::StrCat("unpin ", path)));
+      }
+    }
+    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {
+      first.Update(ErrnoError(errno, absl::StrCat("remove ", dir)));
+    }
+  };
+  const std::string links = absl::StrCat(pin_dir, "/links");
+  if (DIR* d = ::opendir(links.c_str())) {
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    ::closedir(d);
+    for (const std::string& n : names) remove_dir(absl::StrCat(links, "/", n));
+  }
+  remove_dir(links);
+  remove_dir(absl::StrCat(pin_dir, "/maps"));
+  if (::rmdir(pin_dir.c_str()) != 0 && errno != ENOENT) {
+    first.Update(ErrnoError(errno, absl::StrCat("remove ", pin_dir)));
+  }
+  return first;
 }
 
 void EgressController::DeleteEntries(const RuleEntries& e) {
@@ -181,6 +433,14 @@ absl::Status EgressController::AddSandbox(int cgroup_fd, uint64_t cgroup_id,
     }
     state.links.push_back(std::move(link));
   }
+  if (!pin_dir_.empty()) {
+    if (absl::Status s = PinLinks(cgroup_id, state.links); !s.ok()) {
+      state.links.clear();
+      bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id);
+      DeleteEntries(state.entries);
+      return s;
+    }
+  }
   sandboxes_.emplace(cgroup_id, std::move(state));
   return absl::OkStatus();
 }
@@ -207,7 +467,8 @@ absl::Status EgressController::SwitchPhase(uint64_t cgroup_id,
     return s;
   }
   // 3. Nothing refers to the old generation any more.
-  DeleteEntries(state.entries);
+  DeleteState(state);
+  state.adopted = false;
   state.entries = *std::move(entries);
   state.generation = generation;
   return absl::OkStatus();
@@ -221,9 +482,10 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
     return absl::NotFoundError(
         absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
   }
+  if (!pin_dir_.empty()) UnpinLinks(cgroup_id, it->second.links);
   it->second.links.clear();
   bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id);
-  DeleteEntries(it->second.entries);
+  DeleteState(it->second);
   sandboxes_.erase(it);
 
   SandboxCounters out;

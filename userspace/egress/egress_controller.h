@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -25,6 +26,14 @@ namespace sandfence {
 struct EgressOptions {
   // Ring buffer size in bytes: a power of two, at least one page.
   uint32_t ring_bytes = 4u << 20;
+  // Fail-closed across restarts: when set (a directory on a bpffs mount,
+  // e.g. /sys/fs/bpf/sandfence), the maps are pinned under <pin_dir>/maps
+  // (or reused when an earlier controller pinned them) and every sandbox's
+  // links under <pin_dir>/links/<cgroup id>/. Enforcement then outlives
+  // this process: destroying the controller (or the process dying) leaves
+  // every sandbox attached, and a later controller with the same pin_dir
+  // takes them over with AdoptSandbox.
+  std::string pin_dir;
 };
 
 struct SandboxCounters {
@@ -61,6 +70,17 @@ class EgressController {
   // The generation the sandbox is on now (for tests and records).
   absl::StatusOr<uint32_t> Generation(uint64_t cgroup_id) const;
 
+  // Pinned controllers only. Takes over a sandbox an earlier controller
+  // attached and pinned: its links and its current generation (returned).
+  // Its rules stay as they are until the next SwitchPhase.
+  absl::StatusOr<uint32_t> AdoptSandbox(uint64_t cgroup_id);
+  // The cgroup ids that have links pinned under pin_dir.
+  std::vector<uint64_t> PinnedSandboxes() const;
+  const std::string& pin_dir() const { return pin_dir_; }
+  // Removes everything pinned under pin_dir: the links detach and the maps
+  // go away with their last user. For `sandfence daemon --cleanup`.
+  static absl::Status RemovePins(const std::string& pin_dir);
+
   // The sf_events ring buffer, for an EventReader.
   int events_fd() const;
   // Program fds by name (connect4, ...), for stats and tests.
@@ -71,6 +91,9 @@ class EgressController {
     uint32_t generation = 0;
     RuleEntries entries;
     std::vector<BpfLink> links;
+    // Adopted from an earlier controller: `entries` is unknown, so the
+    // generation's entries are found by scanning the rule maps.
+    bool adopted = false;
   };
 
   EgressController() = default;
@@ -78,8 +101,14 @@ class EgressController {
   void DeleteEntries(const RuleEntries& entries);
   absl::Status WriteSandbox(uint64_t cgroup_id, uint32_t generation,
                             uint32_t flags, uint64_t map_flags);
+  void DeleteGeneration(uint32_t generation);
+  void DeleteState(const SandboxState& state);
+  uint32_t MaxGenerationInMaps() const;
+  absl::Status PinLinks(uint64_t cgroup_id, std::vector<BpfLink>& links);
+  void UnpinLinks(uint64_t cgroup_id, std::vector<BpfLink>& links);
 
   Skeleton<sf_egress> skel_;
+  std::string pin_dir_;
   mutable absl::Mutex mu_;
   uint32_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, SandboxState> sandboxes_ ABSL_GUARDED_BY(mu_);

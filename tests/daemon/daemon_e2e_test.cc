@@ -1,0 +1,740 @@
+// End to end against a real `sandfence daemon` process on a temporary
+// socket, with real sandboxes and loopback listeners: 127.0.0.2 plays the
+// model server, 127.0.0.3 a tool, 127.0.0.4 somewhere forbidden.
+#include <sys/stat.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/daemon_fixture.h"
+#include "egress/egress_fixture.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/test_env.h"
+
+namespace sandfence::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kDenied = 1;  // net_probe exits with the errno: EPERM
+
+// Three phases as a rollout framework uses them. DNS is off so that the
+// host's resolv.conf (a server off this machine) plays no part.
+std::string PolicyText(uint16_t tool_port) {
+  return absl::StrCat(
+      R"pb(
+        name: "gym"
+        phase {
+          name: "setup"
+          network_access: MODEL_ONLY
+          dns { mode: NONE }
+          audit { allowed: ALL }
+        }
+        phase { name: "agent" network_access: MODEL_AND_TOOLS
+                dns { mode: NONE }
+                audit { allowed: ALL }
+                tool { name: "search" url: "http://127.0.0.3:)pb",
+      tool_port, R"pb(" } }
+                      phase {
+                        name: "verify"
+                        network_access: MODEL_ONLY
+                        dns { mode: NONE }
+                        audit { allowed: ALL }
+                      }
+      )pb");
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    model_ = Listen("127.0.0.2");
+    tool_ = Listen("127.0.0.3");
+    forbidden_ = Listen("127.0.0.4");
+    daemon_ = std::make_unique<DaemonProcess>(MakeDaemonDirs("e2e"), Extra());
+    daemon_->Start();
+  }
+
+  virtual std::vector<std::string> Extra() { return {}; }
+
+  v1::StartRolloutRequest Request(const std::string& id) {
+    v1::StartRolloutRequest req;
+    req.set_rollout_id(id);
+    req.mutable_sandbox()->set_create(true);
+    req.set_policy_text(PolicyText(tool_.port));
+    req.mutable_endpoints()->add_model(
+        absl::StrCat("http://127.0.0.2:", model_.port, "/v1"));
+    return req;
+  }
+
+  grpc::Status Start(const v1::StartRolloutRequest& req,
+                     v1::StartRolloutResponse* resp) {
+    grpc::ClientContext ctx;
+    return daemon_->stub()->StartRollout(&ctx, req, resp);
+  }
+  grpc::Status SetPhase(const std::string& id, const std::string& phase,
+                        v1::SetPhaseResponse* resp = nullptr) {
+    grpc::ClientContext ctx;
+    v1::SetPhaseRequest req;
+    req.set_rollout_id(id);
+    req.set_phase(phase);
+    v1::SetPhaseResponse ignored;
+    return daemon_->stub()->SetPhase(&ctx, req, resp ? resp : &ignored);
+  }
+  grpc::Status End(const std::string& id, v1::EndRolloutResponse* resp) {
+    grpc::ClientContext ctx;
+    v1::EndRolloutRequest req;
+    req.set_rollout_id(id);
+    return daemon_->stub()->EndRollout(&ctx, req, resp);
+  }
+  v1::ListRolloutsResponse List() {
+    grpc::ClientContext ctx;
+    v1::ListRolloutsResponse resp;
+    EXPECT_TRUE(daemon_->stub()->ListRollouts(&ctx, {}, &resp).ok());
+    return resp;
+  }
+
+  // The attempts of a record as "phase tcp addr:port verdict".
+  static std::multiset<std::string> Attempts(const v1::RolloutRecord& r) {
+    std::multiset<std::string> out;
+    for (const v1::NetAttempt& a : r.net_attempt()) {
+      out.insert(absl::StrCat(
+          a.phase(), " ", a.protocol(), " ", a.address(), ":", a.port(), " ",
+          a.verdict() == v1::VERDICT_DENY ? "deny" : "allow"));
+    }
+    return out;
+  }
+
+  Listener model_, tool_, forbidden_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(DaemonTest, SocketIsRootOnly) {
+  struct stat st {};
+  ASSERT_EQ(stat(daemon_->dirs().socket().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, 0u);
+}
+
+TEST_F(DaemonTest, HealthSaysWhatEnforces) {
+  grpc::ClientContext ctx;
+  v1::HealthResponse h;
+  ASSERT_TRUE(daemon_->stub()->Health(&ctx, {}, &h).ok());
+  EXPECT_EQ(h.egress(), "cgroup-bpf");
+  EXPECT_EQ(h.pin_dir(), daemon_->dirs().pin_dir);
+  EXPECT_FALSE(h.kernel_release().empty());
+  EXPECT_FALSE(h.version().empty());
+  EXPECT_TRUE(absl::StartsWith(h.guard(), "lsm") ||
+              absl::StartsWith(h.guard(), "signal"))
+      << h.guard();
+}
+
+// The whole life of a rollout: start in setup, switch to agent (the tool
+// opens), to verify (it closes), end, and the record says all of it.
+TEST_F(DaemonTest, LifecycleEnforcesEachPhaseAndRecordsIt) {
+  v1::StartRolloutResponse started;
+  grpc::Status s = Start(Request("life-1"), &started);
+  ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << daemon_->Log();
+  EXPECT_EQ(started.phase(), "setup");
+  ASSERT_EQ(started.phase_policy_size(), 3);
+  EXPECT_EQ(started.phase_policy(0).rule_size(), 1);  // the model only
+  EXPECT_EQ(started.phase_policy(1).rule_size(), 2);  // model + tool
+  const std::string cg = started.cgroup_path();
+  EXPECT_EQ(cg, daemon_->dirs().cgroups + "/life-1");
+
+  struct Step {
+    const char* phase;  // nullptr: stay
+    const char* addr;
+    uint16_t port;
+    int want;
+  };
+  const Step steps[] = {
+      {nullptr, "127.0.0.2", model_.port, 0},
+      {nullptr, "127.0.0.3", tool_.port, kDenied},
+      {nullptr, "127.0.0.4", forbidden_.port, kDenied},
+      {"agent", "127.0.0.3", tool_.port, 0},
+      {nullptr, "127.0.0.4", forbidden_.port, kDenied},
+      {"verify", "127.0.0.3", tool_.port, kDenied},
+      {nullptr, "127.0.0.2", model_.port, 0},
+  };
+  for (const Step& step : steps) {
+    if (step.phase != nullptr) {
+      v1::SetPhaseResponse sw;
+      ASSERT_TRUE(SetPhase("life-1", step.phase, &sw).ok()) << step.phase;
+      EXPECT_EQ(sw.phase(), step.phase);
+      // A retried switch changes nothing: same generation, no new span.
+      v1::SetPhaseResponse retry;
+      ASSERT_TRUE(SetPhase("life-1", step.phase, &retry).ok());
+      EXPECT_EQ(retry.generation(), sw.generation());
+    }
+    EXPECT_EQ(ProbeIn(cg, "tcp-connect", step.addr, step.port), step.want)
+        << "connect to " << step.addr << " after switching to "
+        << (step.phase ? step.phase : "(same phase)");
+  }
+
+  v1::ListRolloutsResponse list = List();
+  ASSERT_EQ(list.rollout_size(), 1);
+  EXPECT_EQ(list.rollout(0).phase(), "verify");
+
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("life-1", &ended).ok());
+  const v1::RolloutRecord& rec = ended.record();
+  EXPECT_EQ(rec.rollout_id(), "life-1");
+  EXPECT_TRUE(rec.complete());
+  EXPECT_FALSE(rec.lossy()) << absl::StrJoin(rec.warning(), "\n");
+  ASSERT_EQ(rec.timeline_size(), 3);
+  EXPECT_EQ(rec.timeline(0).name(), "setup");
+  EXPECT_EQ(rec.timeline(2).name(), "verify");
+  const std::string model = absl::StrCat("127.0.0.2:", model_.port);
+  const std::string tool = absl::StrCat("127.0.0.3:", tool_.port);
+  const std::string bad = absl::StrCat("127.0.0.4:", forbidden_.port);
+  EXPECT_EQ(Attempts(rec), (std::multiset<std::string>{
+                               "setup tcp " + model + " allow",
+                               "setup tcp " + tool + " deny",
+                               "setup tcp " + bad + " deny",
+                               "agent tcp " + tool + " allow",
+                               "agent tcp " + bad + " deny",
+                               "verify tcp " + tool + " deny",
+                               "verify tcp " + model + " allow",
+                           }));
+  // Written under the records directory; the sandbox is gone.
+  struct stat st {};
+  EXPECT_EQ(stat(ended.record_path().c_str(), &st), 0) << ended.record_path();
+  EXPECT_NE(stat(cg.c_str(), &st), 0) << cg << " still exists";
+  EXPECT_EQ(List().rollout_size(), 0);
+
+  // GetRecord of an ended rollout reads the written record.
+  grpc::ClientContext ctx;
+  v1::GetRecordRequest get;
+  get.set_rollout_id("life-1");
+  v1::GetRecordResponse got;
+  ASSERT_TRUE(daemon_->stub()->GetRecord(&ctx, get, &got).ok());
+  EXPECT_FALSE(got.open());
+  EXPECT_EQ(got.record().net_attempt_size(), rec.net_attempt_size());
+}
+
+// Every refusal class, with its gRPC code and a message that says why; and
+// nothing is left attached, created or recorded.
+TEST_F(DaemonTest, RefusalsHaveTheirCodesAndChangeNothing) {
+  struct Case {
+    const char* name;
+    std::function<void(v1::StartRolloutRequest*)> mutate;
+    grpc::StatusCode code;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"id with a slash", [](auto* r) { r->set_rollout_id("../etc"); },
+       grpc::INVALID_ARGUMENT, "rollout_id"},
+      {"empty id", [](auto* r) { r->set_rollout_id(""); },
+       grpc::INVALID_ARGUMENT, "rollout_id is empty"},
+      {"huge id", [](auto* r) { r->set_rollout_id(std::string(5000, 'a')); },
+       grpc::INVALID_ARGUMENT, "at most 128"},
+      {"no policy", [](auto* r) { r->clear_policy_text(); },
+       grpc::INVALID_ARGUMENT, "no policy"},
+      {"no sandbox", [](auto* r) { r->clear_sandbox(); },
+       grpc::INVALID_ARGUMENT, "sandbox"},
+      {"policy that does not parse",
+       [](auto* r) { r->set_policy_text("phase { nme: \"x\" }"); },
+       grpc::INVALID_ARGUMENT, "nme"},
+      {"unknown initial phase", [](auto* r) { r->set_initial_phase("deploy"); },
+       grpc::INVALID_ARGUMENT, "deploy"},
+      {"model URL that does not parse",
+       [](auto* r) { r->mutable_endpoints()->set_model(0, "ftp://x:1"); },
+       grpc::INVALID_ARGUMENT, "ftp"},
+      {"huge request",
+       [](auto* r) {
+         r->set_policy_text(std::string(2 << 20, ' ') + "name: \"x\"");
+       },
+       grpc::INVALID_ARGUMENT, "bytes"},
+      {"required tool under model_only",
+       [](auto* r) {
+         v1::ToolGrant* t = r->mutable_endpoints()->add_tool();
+         t->set_url("http://127.0.0.5:9000");
+         t->set_required(true);
+         t->set_name("grader");
+       },
+       grpc::FAILED_PRECONDITION, "127.0.0.5"},
+      {"restricted phase without a model",
+       [](auto* r) { r->mutable_endpoints()->clear_model(); },
+       grpc::FAILED_PRECONDITION, "model"},
+      {"borrowed sandbox with a restricted mode",
+       [](auto* r) { r->set_borrowed(true); }, grpc::FAILED_PRECONDITION,
+       "inherit"},
+      {"sandbox path that is not a cgroup",
+       [](auto* r) { r->mutable_sandbox()->set_cgroup_path("/tmp"); },
+       grpc::INVALID_ARGUMENT, "not a cgroup v2 directory"},
+      {"sandbox path that is relative",
+       [](auto* r) { r->mutable_sandbox()->set_cgroup_path("sandfence/x"); },
+       grpc::INVALID_ARGUMENT, "absolute"},
+      {"policy file without a policy dir",
+       [](auto* r) { r->set_policy_file("gym.textproto"); },
+       grpc::FAILED_PRECONDITION, "policy-dir"},
+      {"DNS that does not answer",
+       [](auto* r) {
+         r->mutable_endpoints()->set_model(0, "http://model.test:8000");
+       },
+       grpc::UNAVAILABLE, "model.test"},
+  };
+  for (const Case& c : cases) {
+    v1::StartRolloutRequest req = Request("refused-1");
+    c.mutate(&req);
+    v1::StartRolloutResponse resp;
+    grpc::Status s = Start(req, &resp);
+    EXPECT_EQ(s.error_code(), c.code)
+        << c.name << ": got " << s.error_code() << " " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(c.says)) << c.name;
+    EXPECT_LT(s.error_message().size(), 2000u) << c.name;
+    struct stat st {};
+    EXPECT_NE(stat((daemon_->dirs().cgroups + "/refused-1").c_str(), &st), 0)
+        << c.name << ": a sandbox was created";
+    EXPECT_NE(
+        stat((daemon_->dirs().records() + "/refused-1.record").c_str(), &st), 0)
+        << c.name << ": a record was left";
+    EXPECT_EQ(List().rollout_size(), 0) << c.name;
+  }
+  // The same id works once the request is right.
+  v1::StartRolloutResponse ok;
+  ASSERT_TRUE(Start(Request("refused-1"), &ok).ok());
+  v1::EndRolloutResponse ended;
+  EXPECT_TRUE(End("refused-1", &ended).ok());
+}
+
+TEST_F(DaemonTest, MalformedCallsOnOpenRolloutsChangeNothing) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("m-1"), &started).ok());
+  struct Case {
+    const char* name;
+    std::string id, phase;
+    grpc::StatusCode code;
+  };
+  const Case cases[] = {
+      {"unknown phase", "m-1", "deploy", grpc::INVALID_ARGUMENT},
+      {"empty phase", "m-1", "", grpc::INVALID_ARGUMENT},
+      {"huge phase", "m-1", std::string(100000, 'p'), grpc::INVALID_ARGUMENT},
+      {"bad id", "m 1", "agent", grpc::INVALID_ARGUMENT},
+      {"unknown rollout", "m-2", "agent", grpc::NOT_FOUND},
+  };
+  for (const Case& c : cases) {
+    grpc::Status s = SetPhase(c.id, c.phase);
+    EXPECT_EQ(s.error_code(), c.code) << c.name << ": " << s.error_message();
+    EXPECT_LT(s.error_message().size(), 2000u) << c.name;
+  }
+  ASSERT_EQ(List().rollout_size(), 1);
+  EXPECT_EQ(List().rollout(0).phase(), "setup");
+  EXPECT_EQ(
+      ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.3", tool_.port),
+      kDenied);
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("m-1", &ended).ok());
+  EXPECT_EQ(ended.record().timeline_size(), 1);
+  // A retried EndRollout gets the same record; an unknown one is not found.
+  v1::EndRolloutResponse again;
+  ASSERT_TRUE(End("m-1", &again).ok());
+  EXPECT_EQ(again.record().SerializeAsString(),
+            ended.record().SerializeAsString());
+  EXPECT_EQ(End("m-2", &again).error_code(), grpc::NOT_FOUND);
+}
+
+TEST_F(DaemonTest, StartIsIdempotentForTheSameRequest) {
+  v1::StartRolloutResponse first, again;
+  ASSERT_TRUE(Start(Request("idem-1"), &first).ok());
+  ASSERT_TRUE(Start(Request("idem-1"), &again).ok());
+  EXPECT_EQ(first.SerializeAsString(), again.SerializeAsString());
+  EXPECT_EQ(List().rollout_size(), 1);
+
+  v1::StartRolloutRequest other = Request("idem-1");
+  other.set_initial_phase("agent");
+  v1::StartRolloutResponse resp;
+  EXPECT_EQ(Start(other, &resp).error_code(), grpc::ALREADY_EXISTS);
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("idem-1", &ended).ok());
+  // Ended ids are not reused: their record is there.
+  EXPECT_EQ(Start(Request("idem-1"), &resp).error_code(), grpc::ALREADY_EXISTS);
+}
+
+// A second rollout may use an open rollout's sandbox only as borrowed, with
+// inherit; the owner's enforcement is untouched either way.
+TEST_F(DaemonTest, BorrowedSandboxOnlyWithInherit) {
+  v1::StartRolloutResponse owner;
+  ASSERT_TRUE(Start(Request("owner-1"), &owner).ok());
+
+  v1::StartRolloutRequest borrow;
+  borrow.set_rollout_id("borrower-1");
+  borrow.mutable_sandbox()->set_cgroup_path(owner.cgroup_path());
+  borrow.set_network_access(v1::INHERIT);
+  v1::StartRolloutResponse resp;
+  grpc::Status s = Start(borrow, &resp);
+  EXPECT_EQ(s.error_code(), grpc::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("owner-1"));
+
+  borrow.set_borrowed(true);
+  borrow.set_network_access(v1::MODEL_ONLY);
+  borrow.mutable_endpoints()->add_model(
+      absl::StrCat("http://127.0.0.2:", model_.port));
+  EXPECT_EQ(Start(borrow, &resp).error_code(), grpc::FAILED_PRECONDITION);
+
+  borrow.set_network_access(v1::INHERIT);
+  s = Start(borrow, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.borrowed_from(), "owner-1");
+  EXPECT_EQ(
+      ProbeIn(owner.cgroup_path(), "tcp-connect", "127.0.0.4", forbidden_.port),
+      kDenied);
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("borrower-1", &ended).ok());
+  EXPECT_FALSE(ended.record().lossy())
+      << absl::StrJoin(ended.record().warning(), "\n");
+  // Still enforced for the owner after the borrower left.
+  EXPECT_EQ(
+      ProbeIn(owner.cgroup_path(), "tcp-connect", "127.0.0.4", forbidden_.port),
+      kDenied);
+  ASSERT_TRUE(End("owner-1", &ended).ok());
+}
+
+// Fifty rollouts at once, each switching phases and making its own
+// attempts: every record holds exactly its own.
+TEST_F(DaemonTest, FiftyConcurrentRolloutsDoNotCrossTalk) {
+  constexpr int kRollouts = 50;
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(kRollouts);
+  std::vector<v1::RolloutRecord> records(kRollouts);
+  for (int i = 0; i < kRollouts; ++i) {
+    threads.emplace_back([&, i] {
+      const std::string id = absl::StrCat("many-", i);
+      v1::StartRolloutResponse started;
+      grpc::Status s = Start(Request(id), &started);
+      if (!s.ok()) {
+        errors[i] = "start: " + s.error_message();
+        return;
+      }
+      // Denied ports unique to this rollout: nothing is sent (EPERM first).
+      const uint16_t mine = static_cast<uint16_t>(21000 + i);
+      const char* phases[] = {"agent", "verify", "agent", "setup"};
+      for (const char* phase : phases) {
+        if (!SetPhase(id, phase).ok()) errors[i] += " switch failed";
+        if (ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.4", mine) !=
+            kDenied) {
+          errors[i] += absl::StrCat(" not denied in ", phase);
+        }
+      }
+      v1::EndRolloutResponse ended;
+      s = End(id, &ended);
+      if (!s.ok()) errors[i] += " end: " + s.error_message();
+      records[i] = ended.record();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kRollouts; ++i) {
+    SCOPED_TRACE(absl::StrCat("rollout many-", i));
+    EXPECT_EQ(errors[i], "");
+    const std::string mine = absl::StrCat("127.0.0.4:", 21000 + i);
+    EXPECT_EQ(
+        Attempts(records[i]),
+        (std::multiset<std::string>{
+            "agent tcp " + mine + " deny", "verify tcp " + mine + " deny",
+            "agent tcp " + mine + " deny", "setup tcp " + mine + " deny"}));
+    EXPECT_EQ(records[i].timeline_size(), 5);
+    EXPECT_FALSE(records[i].lossy())
+        << absl::StrJoin(records[i].warning(), "\n");
+  }
+  EXPECT_EQ(List().rollout_size(), 0);
+}
+
+// SIGKILL the daemon mid-rollout: the sandbox stays enforced while no
+// daemon runs; a new daemon adopts the rollout, its record continues, and
+// the gap is marked.
+TEST_F(DaemonTest, SigkillKeepsEnforcingAndRestartAdopts) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("crash-1"), &started).ok());
+  ASSERT_TRUE(SetPhase("crash-1", "agent").ok());
+  const std::string cg = started.cgroup_path();
+  EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.4", 22001), kDenied);
+
+  daemon_->Stop(SIGKILL);
+  // No daemon: still enforced, phase unchanged.
+  EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.4", 22002), kDenied)
+      << "a forbidden connect got through while the daemon was down";
+  EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.3", tool_.port), 0);
+  EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.2", model_.port), 0);
+
+  daemon_->Start();
+  v1::ListRolloutsResponse list = List();
+  ASSERT_EQ(list.rollout_size(), 1) << daemon_->Log();
+  EXPECT_TRUE(list.rollout(0).adopted());
+  EXPECT_EQ(list.rollout(0).phase(), "agent");
+  EXPECT_EQ(list.rollout(0).cgroup_path(), cg);
+
+  // The adopted rollout is fully served: switch and enforce.
+  ASSERT_TRUE(SetPhase("crash-1", "verify").ok());
+  EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.3", tool_.port), kDenied);
+  EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.4", 22003), kDenied);
+
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("crash-1", &ended).ok());
+  const v1::RolloutRecord& rec = ended.record();
+  EXPECT_EQ(ended.journal_path_size(), 2);
+  EXPECT_TRUE(rec.lossy());
+  EXPECT_TRUE(rec.complete());
+  bool gap = false;
+  for (const std::string& w : rec.warning())
+    gap |= absl::StrContains(w, "daemon gap");
+  EXPECT_TRUE(gap) << absl::StrJoin(rec.warning(), "\n");
+  std::multiset<std::string> attempts = Attempts(rec);
+  // What the kernel reported while no daemon ran waited in the pinned ring
+  // buffer and was read after adoption.
+  EXPECT_EQ(attempts.count("agent tcp 127.0.0.4:22002 deny"), 1u)
+      << ::testing::PrintToString(attempts);
+  EXPECT_EQ(attempts.count("verify tcp 127.0.0.4:22003 deny"), 1u);
+  // The kernel's counts span the whole rollout.
+  EXPECT_GE(rec.loss().kernel_denied(), 4u);
+  struct stat st {};
+  EXPECT_NE(stat(cg.c_str(), &st), 0) << cg << " still exists";
+}
+
+// A clean stop (SIGTERM) also leaves rollouts enforced for the next daemon.
+TEST_F(DaemonTest, SigtermLeavesRolloutsForTheNextDaemon) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("term-1"), &started).ok());
+  daemon_->Stop(SIGTERM);
+  EXPECT_EQ(ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.4",
+                    forbidden_.port),
+            kDenied);
+  daemon_->Start();
+  ASSERT_EQ(List().rollout_size(), 1);
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("term-1", &ended).ok());
+}
+
+TEST_F(DaemonTest, WatchEventsStreamsTheRolloutsDecisions) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("watch-1"), &started).ok());
+  grpc::ClientContext ctx;
+  v1::WatchEventsRequest req;
+  req.set_rollout_id("watch-1");
+  std::unique_ptr<grpc::ClientReader<v1::RolloutEvent>> reader =
+      daemon_->stub()->WatchEvents(&ctx, req);
+  std::vector<v1::RolloutEvent> events;
+  std::atomic<int> count{0};
+  std::thread read([&] {
+    v1::RolloutEvent e;
+    while (reader->Read(&e)) {
+      events.push_back(e);
+      ++count;
+    }
+  });
+  // The watch starts when the call reaches the daemon, which the client
+  // does not see: attempt until the first event comes through.
+  for (int i = 0; i < 200 && count == 0; ++i) {
+    EXPECT_EQ(ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.4", 23000),
+              kDenied);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("watch-1", &ended).ok());
+  read.join();  // the stream ends with the rollout
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().rollout_id(), "watch-1");
+  EXPECT_EQ(events.back().verdict(), v1::VERDICT_DENY);
+  EXPECT_EQ(events.back().address(), "127.0.0.4");
+  EXPECT_EQ(events.back().port(), 23000u);
+}
+
+TEST_F(DaemonTest, WatchOfUnknownRolloutIsNotFound) {
+  grpc::ClientContext ctx;
+  v1::WatchEventsRequest req;
+  req.set_rollout_id("nobody");
+  auto reader = daemon_->stub()->WatchEvents(&ctx, req);
+  v1::RolloutEvent e;
+  EXPECT_FALSE(reader->Read(&e));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace sandfence::testing
+
+namespace sandfence::testing {
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+};
+
+CommandResult RunCli(const std::string& args) {
+  CommandResult r;
+  std::string cmd = absl::StrCat(SandfenceBinary(), " ", args, " 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// `sandfence rollouts`, `phase` and `records get` against the daemon.
+TEST_F(DaemonTest, CliTalksToTheDaemon) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("cli-1"), &started).ok());
+  const std::string sock = absl::StrCat("--socket ", daemon_->dirs().socket());
+
+  CommandResult list = RunCli("rollouts " + sock);
+  EXPECT_EQ(list.exit_code, 0) << list.out;
+  EXPECT_THAT(list.out, HasSubstr("cli-1"));
+  EXPECT_THAT(list.out, HasSubstr("setup"));
+
+  CommandResult phase = RunCli("phase cli-1 agent " + sock);
+  EXPECT_EQ(phase.exit_code, 0) << phase.out;
+  EXPECT_THAT(phase.out, HasSubstr("setup -> agent"));
+  EXPECT_EQ(
+      ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.3", tool_.port),
+      0);
+
+  // Refusals keep their class in the exit code (sysexits).
+  CommandResult unknown = RunCli("phase cli-1 deploy " + sock);
+  EXPECT_EQ(unknown.exit_code, 65) << unknown.out;
+  EXPECT_THAT(unknown.out, HasSubstr("deploy"));
+  CommandResult missing = RunCli("phase nobody agent " + sock);
+  EXPECT_NE(missing.exit_code, 0);
+
+  EXPECT_EQ(ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.4", 24000),
+            kDenied);
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("cli-1", &ended).ok());
+  CommandResult rec = RunCli("records get cli-1 --json " + sock);
+  EXPECT_EQ(rec.exit_code, 0) << rec.out;
+  EXPECT_THAT(rec.out, HasSubstr("\"cli-1\""));
+  EXPECT_THAT(rec.out, HasSubstr("24000"));
+
+  CommandResult none = RunCli("rollouts --socket /nonexistent/sandfence.sock");
+  EXPECT_EQ(none.exit_code, 75) << none.out;  // transient: no daemon
+}
+
+}  // namespace
+}  // namespace sandfence::testing
+
+namespace sandfence::testing {
+namespace {
+
+// The Python client example, as the README shows it, against the daemon.
+TEST_F(DaemonTest, PythonExampleRunsAgainstTheDaemon) {
+  if (RunCli("--help").exit_code < 0 ||
+      system("/usr/bin/python3 -c 'import grpc, google.protobuf' "
+             ">/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "needs /usr/bin/python3 with python3-grpcio";
+  }
+  const std::string example =
+      std::string(SANDFENCE_SOURCE) + "/examples/python";
+  const std::string gen = daemon_->dirs().root + "/pygen";
+  ASSERT_EQ(
+      system(absl::StrCat(example, "/generate.sh ", gen, " >/dev/null 2>&1")
+                 .c_str()),
+      0)
+      << "generate.sh failed";
+  CommandResult r;
+  {
+    std::string cmd =
+        absl::StrCat("SANDFENCE_PY_GEN=", gen, " /usr/bin/python3 ", example,
+                     "/rollout_example.py --socket ", daemon_->dirs().socket(),
+                     " --rollout py-1 --model http://127.0.0.2:", model_.port,
+                     " --tool http://127.0.0.3:", tool_.port, " -- ",
+                     NetProbe(), " tcp-connect 127.0.0.4 25000 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+    int status = pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("phase setup"));
+  EXPECT_THAT(r.out, HasSubstr("command exited with 1"));  // EPERM
+  EXPECT_THAT(r.out, HasSubstr("\"port\": 25000"));
+  EXPECT_THAT(r.out, HasSubstr("VERDICT_DENY"));
+  EXPECT_THAT(r.out, HasSubstr("\"verify\""));
+}
+
+}  // namespace
+}  // namespace sandfence::testing
+
+namespace sandfence::testing {
+namespace {
+
+uint16_t FreeTcpPort() {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+std::string HttpGet(uint16_t port) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    return absl::StrCat("connect: ", strerror(errno));
+  }
+  const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+  (void)!write(fd.get(), req, sizeof(req) - 1);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd.get(), buf, sizeof(buf))) > 0) out.append(buf, n);
+  return out;
+}
+
+class DaemonMetricsTest : public DaemonTest {
+ protected:
+  std::vector<std::string> Extra() override {
+    port_ = FreeTcpPort();
+    return {"--metrics-port", absl::StrCat(port_)};
+  }
+  uint16_t port_ = 0;
+};
+
+TEST_F(DaemonMetricsTest, PrometheusEndpointCountsRolloutsAndDecisions) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("metrics-1"), &started).ok());
+  ASSERT_TRUE(SetPhase("metrics-1", "agent").ok());
+  EXPECT_EQ(ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.4", 26000),
+            kDenied);
+  v1::StartRolloutResponse refused;
+  v1::StartRolloutRequest bad = Request("metrics-2");
+  bad.set_initial_phase("nope");
+  EXPECT_FALSE(Start(bad, &refused).ok());
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("metrics-1", &ended).ok());  // drains: the deny is counted
+
+  const std::string m = HttpGet(port_);
+  EXPECT_THAT(m, HasSubstr("HTTP/1.0 200 OK"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_rollouts_open 0\n"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_rollouts_started_total 1\n"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_rollouts_ended_total 1\n"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_refusals_total 1\n"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_phase_switches_total 1\n"));
+  EXPECT_THAT(m,
+              HasSubstr("\nsandfence_decisions_total{verdict=\"deny\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_events_lost 0\n"));
+}
+
+}  // namespace
+}  // namespace sandfence::testing

@@ -1,0 +1,219 @@
+// A real `sandfence daemon` child process on a temporary socket, with its
+// own records, state, pin and cgroup directories, and a gRPC client to it.
+#ifndef SANDFENCE_TESTS_DAEMON_DAEMON_FIXTURE_H_
+#define SANDFENCE_TESTS_DAEMON_DAEMON_FIXTURE_H_
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "egress/cgroup.h"
+#include "egress/spawn.h"
+#include "gtest/gtest.h"
+#include "sandfence/v1/daemon.grpc.pb.h"
+
+namespace sandfence::testing {
+
+inline std::string SandfenceBinary() {
+  const char* env = getenv("SANDFENCE_BIN");
+  return env ? env : SANDFENCE_BIN_PATH;
+}
+
+inline std::string NetProbe() {
+  const char* env = getenv("SANDFENCE_NET_PROBE");
+  return env ? env : SANDFENCE_NET_PROBE_PATH;
+}
+
+// Everything one daemon instance keeps, in directories of its own.
+struct DaemonDirs {
+  std::string root;     // temp dir: socket, records, state, log
+  std::string pin_dir;  // on bpffs
+  std::string cgroups;  // created sandboxes go here
+  std::string socket() const { return root + "/sandfence.sock"; }
+  std::string records() const { return root + "/records"; }
+  std::string state() const { return root + "/state"; }
+  std::string log() const { return root + "/daemon.log"; }
+};
+
+inline DaemonDirs MakeDaemonDirs(absl::string_view name) {
+  static int counter = 0;
+  DaemonDirs d;
+  char tmpl[] = "/tmp/sandfence-daemon-test-XXXXXX";
+  d.root = mkdtemp(tmpl);
+  const std::string tag = absl::StrCat(name, "-", getpid(), "-", ++counter);
+  d.pin_dir = absl::StrCat("/sys/fs/bpf/sandfence-test-", tag);
+  absl::StatusOr<std::string> mount = FindCgroup2Mount();
+  d.cgroups = absl::StrCat(mount.ok() ? *mount : "/sys/fs/cgroup",
+                           "/sandfence-daemon-test-", tag);
+  mkdir(d.cgroups.c_str(), 0755);
+  return d;
+}
+
+// A loopback UDP port with nothing bound to it (bound once, then closed).
+inline uint16_t ClosedUdpPort() {
+  static uint16_t port = [] {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    return ntohs(a.sin_port);
+  }();
+  return port;
+}
+
+class DaemonProcess {
+ public:
+  DaemonProcess(DaemonDirs dirs, std::vector<std::string> extra = {})
+      : dirs_(std::move(dirs)), extra_(std::move(extra)) {}
+  ~DaemonProcess() {
+    Stop(SIGTERM);
+    // Leave nothing behind: detach what is pinned, kill created sandboxes.
+    std::string cmd = absl::StrCat(
+        SandfenceBinary(), " daemon --cleanup --pin-dir ", dirs_.pin_dir,
+        " --state-dir ", dirs_.state(), " >/dev/null 2>&1");
+    (void)!system(cmd.c_str());
+    rmdir(dirs_.cgroups.c_str());
+    std::error_code ignored;
+    std::filesystem::remove_all(dirs_.root, ignored);
+  }
+
+  const DaemonDirs& dirs() const { return dirs_; }
+  pid_t pid() const { return pid_; }
+
+  // Starts the daemon and waits until it answers Health.
+  void Start() {
+    std::vector<std::string> argv_strings = {
+        SandfenceBinary(), "daemon", "--socket", dirs_.socket(),
+        "--records-dir", dirs_.records(), "--state-dir", dirs_.state(),
+        "--pin-dir", dirs_.pin_dir, "--cgroup-parent", dirs_.cgroups,
+        // Names resolve only on loopback: a port where nothing listens, so
+        // a name in a policy fails fast and retryably (never the host's
+        // resolv.conf servers).
+        "--resolver", absl::StrCat("127.0.0.1:", ClosedUdpPort())};
+    argv_strings.insert(argv_strings.end(), extra_.begin(), extra_.end());
+    // A socket left by a killed daemon would look like a ready one.
+    unlink(dirs_.socket().c_str());
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(dirs_.log().c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (std::string& a : argv_strings) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    // The socket appears once the programs are loaded and the server
+    // listens; connecting earlier only earns reconnect backoff.
+    for (int i = 0; i < 600; ++i) {
+      struct stat st {};
+      if (stat(dirs_.socket().c_str(), &st) == 0) break;
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL() << "the daemon exited at start; its log:\n" << Log();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    // A daemon that is not up yet must not push the channel into long
+    // reconnect backoffs.
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+    channel_ =
+        grpc::CreateCustomChannel(absl::StrCat("unix:", dirs_.socket()),
+                                  grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::Sandfence::NewStub(channel_);
+    // Ready when it answers (loading the programs takes a moment).
+    for (int i = 0; i < 300; ++i) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL() << "the daemon exited at start; its log:\n" << Log();
+      }
+      grpc::ClientContext ctx;
+      v1::HealthResponse h;
+      if (stub_->Health(&ctx, {}, &h).ok()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "the daemon did not answer; its log:\n" << Log();
+  }
+
+  // Stops it with `sig` and reaps it.
+  void Stop(int sig) {
+    if (pid_ <= 0) return;
+    // Close our connection first: the daemon's graceful shutdown waits for
+    // open connections up to its deadline.
+    stub_.reset();
+    channel_.reset();
+    kill(pid_, sig);
+    int status;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  v1::Sandfence::Stub* stub() { return stub_.get(); }
+
+  std::string Log() const {
+    std::string out;
+    if (FILE* f = fopen(dirs_.log().c_str(), "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+      fclose(f);
+    }
+    return out;
+  }
+
+ private:
+  DaemonDirs dirs_;
+  std::vector<std::string> extra_;
+  pid_t pid_ = -1;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Sandfence::Stub> stub_;
+};
+
+// Runs net_probe OP ADDR PORT inside the cgroup at `path`; returns its exit
+// status: 0 connected, 1 EPERM (denied), else another errno.
+inline int ProbeIn(const std::string& cgroup_path, const std::string& op,
+                   const std::string& addr, uint16_t port) {
+  absl::StatusOr<Cgroup> cg = Cgroup::Open(cgroup_path);
+  if (!cg.ok()) {
+    ADD_FAILURE() << cg.status();
+    return -1;
+  }
+  SpawnOptions spawn;
+  spawn.cgroup_fd = cg->fd();
+  spawn.argv = {NetProbe(), op, addr, absl::StrCat(port)};
+  absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
+  if (!child.ok()) {
+    ADD_FAILURE() << child.status();
+    return -1;
+  }
+  absl::StatusOr<int> status = WaitForExit(*child);
+  return status.ok() ? *status : -1;
+}
+
+}  // namespace sandfence::testing
+
+#endif  // SANDFENCE_TESTS_DAEMON_DAEMON_FIXTURE_H_

@@ -1,0 +1,292 @@
+#include "cli/daemon_command.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "cli/policy_flags.h"
+#include "common/ip.h"
+#include "common/status.h"
+#include "daemon/daemon_server.h"
+#include "daemon/grpc_service.h"
+#include "google/protobuf/util/json_util.h"
+#include "records/boot_clock.h"
+#include "records/report.h"
+#include "sandfence/v1/daemon.grpc.pb.h"
+
+namespace sandfence {
+namespace {
+
+int Fail(absl::string_view command, const absl::Status& status) {
+  std::fprintf(stderr, "sandfence %s: %s\n", std::string(command).c_str(),
+               std::string(status.message()).c_str());
+  return ExitCodeFor(status);
+}
+
+absl::Status NonEmptyValue(absl::string_view v, std::string* out) {
+  if (v.empty()) return Malformed("the value is empty");
+  *out = std::string(v);
+  return absl::OkStatus();
+}
+
+std::unique_ptr<v1::Sandfence::Stub> Connect(const std::string& socket) {
+  return v1::Sandfence::NewStub(grpc::CreateChannel(
+      absl::StrCat("unix:", socket), grpc::InsecureChannelCredentials()));
+}
+
+// A daemon that is not there is a transient condition, said plainly.
+absl::Status CallStatus(const grpc::Status& s, const std::string& socket) {
+  absl::Status status = FromGrpcStatus(s);
+  if (absl::IsUnavailable(status) &&
+      s.error_message().find("connect") != std::string::npos) {
+    return Unavailable(absl::StrCat("no daemon answers on ", socket, " (",
+                                    s.error_message(), ")"));
+  }
+  return status;
+}
+
+void Deadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::seconds(60));
+}
+
+std::string Json(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = true;
+  o.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+}  // namespace
+
+int DaemonCommand(int argc, char** argv) {
+  DaemonOptions options;
+  bool cleanup = false;
+  bool no_pin = false;
+  FlagParser flags;
+  flags.AddValueFlag(
+      "socket", "PATH",
+      "the gRPC Unix socket (default " + std::string(kDefaultSocketPath) + ")",
+      [&](absl::string_view v) {
+        return NonEmptyValue(v, &options.socket_path);
+      });
+  flags.AddValueFlag(
+      "records-dir", "DIR",
+      "where records are written (default " + options.manager.records_dir + ")",
+      [&](absl::string_view v) {
+        return NonEmptyValue(v, &options.manager.records_dir);
+      });
+  flags.AddValueFlag("state-dir", "DIR",
+                     "open rollouts' state, for a restarted daemon (default " +
+                         options.manager.state_dir + ")",
+                     [&](absl::string_view v) {
+                       return NonEmptyValue(v, &options.manager.state_dir);
+                     });
+  flags.AddValueFlag("pin-dir", "DIR",
+                     "bpffs directory for pinned maps and links (default " +
+                         options.manager.pin_dir + ")",
+                     [&](absl::string_view v) {
+                       return NonEmptyValue(v, &options.manager.pin_dir);
+                     });
+  flags.AddBoolFlag("no-pin",
+                    "pin nothing: enforcement ends with the daemon (tests)",
+                    &no_pin);
+  flags.AddValueFlag("policy-dir", "DIR",
+                     "where StartRollout's policy_file names are found",
+                     [&](absl::string_view v) {
+                       return NonEmptyValue(v, &options.manager.policy_dir);
+                     });
+  flags.AddValueFlag("cgroup-parent", "DIR",
+                     "where created sandboxes go (default <cgroup2>/sandfence)",
+                     [&](absl::string_view v) {
+                       return NonEmptyValue(v, &options.manager.cgroup_parent);
+                     });
+  flags.AddValueFlag(
+      "resolver", "IP[:PORT]",
+      "DNS server for names in policies (default: /etc/resolv.conf's)",
+      [&](absl::string_view v) -> absl::Status {
+        absl::StatusOr<HostPort> hp = HostPort::Parse(v, 53);
+        if (!hp.ok()) return hp.status();
+        options.manager.resolvers.push_back(*hp);
+        return absl::OkStatus();
+      },
+      /*repeatable=*/true);
+  flags.AddValueFlag(
+      "metrics-port", "PORT", "serve Prometheus metrics on 127.0.0.1:PORT",
+      [&](absl::string_view v) -> absl::Status {
+        uint32_t port = 0;
+        if (!absl::SimpleAtoi(v, &port) || port == 0 || port > 65535) {
+          return Malformed("not a port in 1..65535");
+        }
+        options.metrics_port = static_cast<uint16_t>(port);
+        return absl::OkStatus();
+      });
+  flags.AddBoolFlag("cleanup",
+                    "detach every pinned sandbox, remove the pins and the "
+                    "state, kill created sandboxes, and exit",
+                    &cleanup);
+  absl::StatusOr<FlagParser::Result> parsed =
+      flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "sandfence daemon: %s\n",
+                 std::string(parsed.status().message()).c_str());
+    return kExitUsage;
+  }
+  if (parsed->help) {
+    std::printf("usage: sandfence daemon [flags]\n\n%s", flags.Help().c_str());
+    return kExitOk;
+  }
+  if (!parsed->positionals.empty()) {
+    std::fprintf(stderr, "sandfence daemon: unexpected argument \"%s\"\n",
+                 parsed->positionals[0].c_str());
+    return kExitUsage;
+  }
+  if (no_pin) options.manager.pin_dir.clear();
+  if (cleanup) {
+    absl::Status s = RolloutManager::Cleanup(options.manager);
+    if (!s.ok()) return Fail("daemon --cleanup", s);
+    std::fprintf(stderr, "sandfence daemon: cleaned up %s and %s\n",
+                 options.manager.pin_dir.c_str(),
+                 options.manager.state_dir.c_str());
+    return kExitOk;
+  }
+  absl::Status s = RunDaemon(options);
+  if (!s.ok()) return Fail("daemon", s);
+  return kExitOk;
+}
+
+namespace {
+
+// The flags every client command takes; returns the positionals.
+absl::StatusOr<std::vector<std::string>> ParseClientFlags(
+    int argc, char** argv, int first, std::string* socket, bool* json,
+    absl::string_view usage) {
+  FlagParser flags;
+  flags.AddValueFlag(
+      "socket", "PATH", "the daemon's socket",
+      [socket](absl::string_view v) { return NonEmptyValue(v, socket); });
+  if (json != nullptr) flags.AddBoolFlag("json", "print JSON", json);
+  absl::StatusOr<FlagParser::Result> parsed =
+      flags.Parse(std::vector<std::string>(argv + first, argv + argc));
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->help) {
+    std::printf("usage: %s\n\n%s", std::string(usage).c_str(),
+                flags.Help().c_str());
+    return std::vector<std::string>{"--help"};
+  }
+  return parsed->positionals;
+}
+
+}  // namespace
+
+int RolloutsCommand(int argc, char** argv) {
+  std::string socket = kDefaultSocketPath;
+  bool json = false;
+  absl::StatusOr<std::vector<std::string>> pos = ParseClientFlags(
+      argc, argv, 1, &socket, &json, "sandfence rollouts [--json]");
+  if (!pos.ok()) {
+    Fail("rollouts", pos.status());
+    return kExitUsage;
+  }
+  if (!pos->empty() && (*pos)[0] == "--help") return kExitOk;
+  if (!pos->empty()) {
+    std::fprintf(stderr, "sandfence rollouts: takes no arguments\n");
+    return kExitUsage;
+  }
+  auto stub = Connect(socket);
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::ListRolloutsResponse resp;
+  grpc::Status s = stub->ListRollouts(&ctx, {}, &resp);
+  if (!s.ok()) return Fail("rollouts", CallStatus(s, socket));
+  if (json) {
+    std::printf("%s", Json(resp).c_str());
+    return kExitOk;
+  }
+  std::printf("%-24s %-12s %8s %8s  %s\n", "ROLLOUT", "PHASE", "ALLOWED",
+              "DENIED", "SANDBOX");
+  for (const v1::RolloutSummary& r : resp.rollout()) {
+    std::string note;
+    if (r.adopted()) note += " (adopted)";
+    if (!r.borrowed_from().empty()) {
+      note += absl::StrCat(" (borrowed from ", r.borrowed_from(), ")");
+    }
+    std::printf("%-24s %-12s %8llu %8llu  %s%s\n", r.rollout_id().c_str(),
+                r.phase().c_str(), static_cast<unsigned long long>(r.allowed()),
+                static_cast<unsigned long long>(r.denied()),
+                r.cgroup_path().c_str(), note.c_str());
+  }
+  return kExitOk;
+}
+
+int PhaseCommand(int argc, char** argv) {
+  std::string socket = kDefaultSocketPath;
+  absl::StatusOr<std::vector<std::string>> pos = ParseClientFlags(
+      argc, argv, 1, &socket, nullptr, "sandfence phase ROLLOUT PHASE");
+  if (!pos.ok()) {
+    Fail("phase", pos.status());
+    return kExitUsage;
+  }
+  if (!pos->empty() && (*pos)[0] == "--help") return kExitOk;
+  if (pos->size() != 2) {
+    std::fprintf(stderr, "usage: sandfence phase ROLLOUT PHASE\n");
+    return kExitUsage;
+  }
+  auto stub = Connect(socket);
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::SetPhaseRequest req;
+  req.set_rollout_id((*pos)[0]);
+  req.set_phase((*pos)[1]);
+  v1::SetPhaseResponse resp;
+  grpc::Status s = stub->SetPhase(&ctx, req, &resp);
+  if (!s.ok()) return Fail("phase", CallStatus(s, socket));
+  std::printf("%s: %s -> %s (generation %u)\n", req.rollout_id().c_str(),
+              resp.previous_phase().c_str(), resp.phase().c_str(),
+              resp.generation());
+  return kExitOk;
+}
+
+int RecordsGetCommand(int argc, char** argv) {
+  std::string socket = kDefaultSocketPath;
+  bool json = false;
+  absl::StatusOr<std::vector<std::string>> pos = ParseClientFlags(
+      argc, argv, 2, &socket, &json, "sandfence records get ROLLOUT [--json]");
+  if (!pos.ok()) {
+    Fail("records get", pos.status());
+    return kExitUsage;
+  }
+  if (!pos->empty() && (*pos)[0] == "--help") return kExitOk;
+  if (pos->size() != 1) {
+    std::fprintf(stderr, "usage: sandfence records get ROLLOUT [--json]\n");
+    return kExitUsage;
+  }
+  auto stub = Connect(socket);
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::GetRecordRequest req;
+  req.set_rollout_id((*pos)[0]);
+  v1::GetRecordResponse resp;
+  grpc::Status s = stub->GetRecord(&ctx, req, &resp);
+  if (!s.ok()) return Fail("records get", CallStatus(s, socket));
+  if (json) {
+    absl::StatusOr<std::string> out = FormatRecordJson(resp.record());
+    if (!out.ok()) return Fail("records get", out.status());
+    std::printf("%s", out->c_str());
+  } else {
+    std::printf("%s%s", resp.open() ? "(open: the record so far)\n" : "",
+                FormatRecordText(resp.record()).c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace sandfence

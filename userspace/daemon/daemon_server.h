@@ -1,0 +1,29 @@
+// `sandfence daemon`: the RolloutManager served over gRPC on a root-only
+// Unix socket, until SIGTERM or SIGINT.
+#ifndef SANDFENCE_DAEMON_DAEMON_SERVER_H_
+#define SANDFENCE_DAEMON_DAEMON_SERVER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "daemon/rollout_manager.h"
+
+namespace sandfence {
+
+inline constexpr char kDefaultSocketPath[] = "/run/sandfence/sandfence.sock";
+
+struct DaemonOptions {
+  ManagerOptions manager;
+  std::string socket_path = kDefaultSocketPath;
+  // Prometheus endpoint on 127.0.0.1; 0 = off.
+  uint16_t metrics_port = 0;
+};
+
+// Blocks until SIGTERM or SIGINT; open rollouts then stay enforced (pinned)
+// for the next daemon. Errors: the daemon could not start.
+absl::Status RunDaemon(const DaemonOptions& options);
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_DAEMON_DAEMON_SERVER_H_
