@@ -207,15 +207,19 @@ static long sf_walk_level(__u32 level, void *ctx)
 	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
 	if (!sb)
 		return 0;
+	/* One 8-byte load: a concurrent update of the element (a phase
+	 * switch) can never pair one generation with the other's flags. */
+	struct sf_sandbox s = *sb;
+
 	if (w->sock_check)
-		sf_decide_socket(sb, &w->d, w->sock_type, &dec);
+		sf_decide_socket(&s, &w->d, w->sock_type, &dec);
 	else
-		sf_decide(sb, &w->d, w->own_netns, &dec);
+		sf_decide(&s, &w->d, w->own_netns, &dec);
 	w->found = 1;
 	w->dec = dec;
 	w->id = id;
-	w->generation = sb->generation;
-	w->flags = sb->flags;
+	w->generation = s.generation;
+	w->flags = s.flags;
 	/* A nested sandbox narrows its parent's policy, never widens it. */
 	return dec.verdict == SF_VERDICT_DENY;
 }
@@ -232,8 +236,9 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 	if (!w->found) {
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX,
 		       SF_NO_RULE);
-		sf_record(bpf_get_current_cgroup_id(), &w->d, &w->dec, 0, hook,
-			  w->sock_type, true);
+		/* Counted under sandbox 0, one entry for all: the task's
+		 * cgroup is in the event, and no counter leaks per cgroup. */
+		sf_record(0, &w->d, &w->dec, 0, hook, w->sock_type, true);
 		return 0;
 	}
 	if (w->dec.verdict == SF_VERDICT_DENY) {
@@ -262,6 +267,13 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 	return 1;
 }
 
+/* Protocols past 255 (IPPROTO_MPTCP is 262) must not alias TCP or UDP in
+ * an 8-bit field: they become IPPROTO_RAW, which no rule allows. */
+static __always_inline __u8 sf_proto8(__u32 protocol)
+{
+	return protocol > 255 ? 255 : protocol;
+}
+
 /* Level 0 is the root cgroup, which is never a sandbox. */
 static __always_inline void sf_current_ancestors(struct sf_walk *w)
 {
@@ -284,7 +296,7 @@ static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 	struct sf_walk w = {
 		.d = {
 			.family = AF_INET,
-			.protocol = ctx->protocol,
+			.protocol = sf_proto8(ctx->protocol),
 			.port = bpf_ntohs((__u16)ctx->user_port),
 			.addr = { ctx->user_ip4 },
 		},
@@ -300,7 +312,7 @@ static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 {
 	struct sf_walk w = {
 		.d = {
-			.protocol = ctx->protocol,
+			.protocol = sf_proto8(ctx->protocol),
 			.port = bpf_ntohs((__u16)ctx->user_port),
 		},
 		.own_netns = sf_own_netns(ctx),
@@ -344,7 +356,7 @@ int sf_sock_create(struct bpf_sock *sk)
 	struct sf_walk w = {
 		.d = {
 			.family = sk->family,
-			.protocol = sk->protocol,
+			.protocol = sf_proto8(sk->protocol),
 		},
 		.sock_type = sk->type,
 		.sock_check = 1,

@@ -176,6 +176,9 @@ int BPF_PROG(sf_sig_enter, struct pt_regs *regs, long id)
 	cur = bpf_get_current_task_btf();
 	if (sf_compat_syscall(cur)) {
 		args.nr = sf_nr32_to_64(id);
+		/* An ia32 number that is none of ours (ioperm, unshare, ...). */
+		if (args.nr < 0)
+			return 0;
 	} else {
 		/* 26, 347, 348 are other calls in the x86-64 table. */
 		if (id == SF_NR32_PTRACE || id == SF_NR32_VM_READV ||
@@ -604,10 +607,13 @@ int BPF_PROG(sf_sig_exit, struct pt_regs *regs, long ret)
 		return 0;
 	case SF_NR_OPEN:
 	case SF_NR_OPENAT:
-	case SF_NR_OPENAT2:
 		cur = bpf_get_current_task_btf();
 		if (sf_compat_syscall(cur))
 			return 0; /* 2 and 257 are other calls for ia32 */
+		break;
+	case SF_NR_OPENAT2:
+		/* 437 is openat2 in the ia32 table too: judge both. */
+		cur = bpf_get_current_task_btf();
 		break;
 	case SF_NR32_OPEN:
 	case SF_NR32_OPENAT:

@@ -132,6 +132,8 @@ TEST_F(EgressE2eTest, ScenarioTable) {
       {"io_uring connect to the model", {"uring-connect", "127.0.0.2", m}, 0},
       {"raw socket", {"raw-socket", "127.0.0.4", "0"}, EPERM},
       {"raw IPv6 socket", {"raw-socket", "::1", "0"}, EPERM},
+      {"MPTCP socket (protocol 262 is not TCP)",
+       {"mptcp-socket", "127.0.0.4", "0"}, EPERM},
       {"packet socket (CAP_NET_RAW dropped)",
        {"packet-socket", "127.0.0.4", "0"}, EPERM},
       {"a grandchild to a forbidden host",

@@ -4,7 +4,7 @@
 //   net_probe [--fork] [--join-cgroup DIR] [--repeat N] OP ADDR PORT
 //
 // OP: tcp-connect, udp-connect, udp-sendto, udp-sendmmsg, tcp-fastopen,
-//     uring-connect, raw-socket, packet-socket
+//     uring-connect, raw-socket, packet-socket, mptcp-socket
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
 // --fork runs the attempt in a grandchild; --join-cgroup moves the process
 // into a (nested) cgroup first; --repeat N --want E makes N attempts and
@@ -173,6 +173,15 @@ int RawSocket(const Target& t) {
   return 0;
 }
 
+// IPPROTO_MPTCP (262) does not fit the 8 bits a rule's protocol has: it
+// must not pass as TCP (6).
+int MptcpSocket(const Target& t) {
+  int s = socket(t.family, SOCK_STREAM, 262);
+  if (s < 0) return Errno();
+  close(s);
+  return 0;
+}
+
 int PacketSocket(const Target&) {
   int s = socket(AF_PACKET, SOCK_RAW, htons(0x0003 /* ETH_P_ALL */));
   if (s < 0) return Errno();
@@ -190,6 +199,7 @@ int RunOp(const std::string& op, const Target& t) {
   if (op == "uring-connect") return UringConnect(t);
   if (op == "raw-socket") return RawSocket(t);
   if (op == "packet-socket") return PacketSocket(t);
+  if (op == "mptcp-socket") return MptcpSocket(t);
   std::fprintf(stderr, "net_probe: unknown op %s\n", op.c_str());
   return 254;
 }

@@ -87,6 +87,22 @@ static long syscall32(long nr, long a, long b, long c)
 	return ret;
 }
 
+/* The same with a fourth argument (esi). */
+static long syscall32_4(long nr, long a, long b, long c, long d)
+{
+	long ret;
+
+	__asm__ volatile("int $0x80"
+			 : "=a"(ret)
+			 : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d)
+			 : "memory", "r8", "r9", "r10", "r11");
+	if (ret < 0 && ret > -4096) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
 /* Memory a 32-bit call can point at (below 4 GiB). */
 static char *low_string(const char *s)
 {
@@ -390,6 +406,22 @@ int main(int argc, char **argv)
 		if (!p)
 			return report(-1);
 		fd = syscall32(5 /* ia32 open */, (long)(uintptr_t)p, O_RDONLY, 0);
+		if (fd >= 0)
+			close((int)fd);
+		return report(fd);
+	}
+	if (!strcmp(a, "openat2-32") && argc == 3) {
+		/* 437 is openat2 in the ia32 table as in x86-64's. */
+		struct open_how *how = (struct open_how *)low_string("");
+		char *p = low_string(argv[2]);
+		long fd;
+
+		if (!p || !how)
+			return report(-1);
+		memset(how, 0, sizeof(*how));
+		how->flags = O_RDONLY;
+		fd = syscall32_4(437, AT_FDCWD, (long)(uintptr_t)p,
+				 (long)(uintptr_t)how, sizeof(*how));
 		if (fd >= 0)
 			close((int)fd);
 		return report(fd);

@@ -2,6 +2,7 @@
 // children. Exit statuses, refusals before anything starts, the summary,
 // signals, --user and --netns.
 #include <dirent.h>
+#include <linux/capability.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "egress/cgroup.h"
 #include "gtest/gtest.h"
 #include "support/test_env.h"
@@ -169,14 +172,18 @@ TEST_F(RunCommandTest, UserAndPrivateNetns) {
       << netns.err;
 }
 
-// A process of another UID, outside any sandbox, for the guard to protect.
+// A root process outside any sandbox, with no capabilities, for the guard
+// to protect. The kernel itself lets the sandboxed root read it (same UID,
+// a subset of its capabilities), so what stops the read is the guard.
+// (A target of another UID, or with more capabilities, the kernel refuses
+// already: `run` drops CAP_SYS_PTRACE.)
 class ForeignProcess {
  public:
   ForeignProcess() {
     pid_ = fork();
     if (pid_ == 0) {
-      execl("/usr/bin/setpriv", "setpriv", "--reuid", "65534", "--regid",
-            "65534", "--clear-groups", "sleep", "30", nullptr);
+      execl("/usr/bin/setpriv", "setpriv", "--bounding-set", "-all",
+            "--inh-caps", "-all", "sleep", "30", nullptr);
       _exit(250);
     }
     usleep(200 * 1000);
@@ -191,7 +198,7 @@ class ForeignProcess {
   pid_t pid_;
 };
 
-TEST_F(RunCommandTest, ProcessGuardStopsReadingAnotherUsersEnviron) {
+TEST_F(RunCommandTest, ProcessGuardStopsReadingEnvironOutsideTheSandbox) {
   ForeignProcess target;
   ASSERT_GT(target.pid(), 0);
   Result r = Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
@@ -218,6 +225,46 @@ TEST_F(RunCommandTest, GuardOffLeavesProcUntouched) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.err.find("process guard: off"), std::string::npos) << r.err;
+}
+
+TEST_F(RunCommandTest, RootCommandCannotTouchBpfOrRawSockets) {
+  // Without CAP_BPF / CAP_SYS_ADMIN the command cannot rewrite or detach
+  // the maps and links that enforce its sandbox; setuid cannot restore them.
+  Result r = Sandfence(
+      {"run", "--network-access", "inherit", "--guard", "off", "--", "sh",
+       "-c",
+       "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  uint64_t eff = 0, bnd = 0;
+  int nnp = -1;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    std::vector<std::string> kv = absl::StrSplit(line, ':');
+    if (kv.size() != 2) continue;
+    std::string v(absl::StripAsciiWhitespace(kv[1]));
+    if (kv[0] == "CapEff") eff = std::stoull(v, nullptr, 16);
+    if (kv[0] == "CapBnd") bnd = std::stoull(v, nullptr, 16);
+    if (kv[0] == "NoNewPrivs") nnp = std::stoi(v);
+  }
+  EXPECT_EQ(nnp, 1) << r.out;
+  for (int cap : {CAP_BPF, CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW,
+                  CAP_PERFMON, CAP_SYS_MODULE, CAP_SYS_PTRACE}) {
+    EXPECT_EQ((eff >> cap) & 1, 0u) << "effective has cap " << cap;
+    EXPECT_EQ((bnd >> cap) & 1, 0u) << "bounding set has cap " << cap;
+  }
+  EXPECT_NE(eff, 0u) << "root keeps its other capabilities";
+}
+
+TEST_F(RunCommandTest, InheritedSocketsAreClosed) {
+  // A descriptor the caller leaves open (no CLOEXEC) must not reach the
+  // command: its socket would belong to the caller's cgroup.
+  int leaked = socket(AF_INET, SOCK_DGRAM, 0);  // no SOCK_CLOEXEC
+  ASSERT_GE(leaked, 0);
+  Result r = Sandfence({"run", "--network-access", "inherit", "--", "sh",
+                        "-c", "ls /proc/self/fd | wc -l"});
+  close(leaked);
+  ASSERT_EQ(r.status, 0) << r.err;
+  // stdin, stdout, stderr, and the fd ls opens for the directory.
+  EXPECT_EQ(std::stoi(r.out), 4) << r.out;
 }
 
 }  // namespace

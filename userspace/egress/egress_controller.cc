@@ -409,9 +409,16 @@ absl::Status EgressController::AddSandbox(int cgroup_fd, uint64_t cgroup_id,
   state.entries = *std::move(entries);
   if (absl::Status s = WriteEntries(state.entries); !s.ok()) return s;
 
+  // Without its counters a sandbox's record could not show it is whole:
+  // a full counters map is a (retryable) refusal, not a silent gap.
   sf_counters zero{};
-  bpf_map_update_elem(bpf_map__fd(skel_->maps.sf_counters), &cgroup_id, &zero,
-                      BPF_ANY);
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.sf_counters), &cgroup_id,
+                          &zero, BPF_ANY) != 0) {
+    int err = errno;
+    DeleteEntries(state.entries);
+    return Unavailable(absl::StrCat("counters for sandbox ", cgroup_id, ": ",
+                                    std::strerror(err)));
+  }
   if (absl::Status s = WriteSandbox(cgroup_id, state.generation,
                                     SandboxFlags(phase), BPF_NOEXIST);
       !s.ok()) {
@@ -482,9 +489,11 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
     return absl::NotFoundError(
         absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
   }
+  // The sandbox entry goes first: while the links come off one by one,
+  // the hooks still attached find no sandbox and deny (fail closed).
+  bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id);
   if (!pin_dir_.empty()) UnpinLinks(cgroup_id, it->second.links);
   it->second.links.clear();
-  bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id);
   DeleteState(it->second);
   sandboxes_.erase(it);
 

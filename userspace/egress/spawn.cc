@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/close_range.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <pwd.h>
@@ -42,6 +43,8 @@ enum Stage {
   kStageGroups,
   kStageGid,
   kStageUid,
+  kStageNoNewPrivs,
+  kStageFds,
   kStageExec,
 };
 
@@ -52,7 +55,11 @@ const char* StageName(int stage) {
     case kStageLoopback:
       return "bring up loopback in the private network namespace";
     case kStageCaps:
-      return "drop CAP_NET_RAW";
+      return "drop the capabilities a sandbox must not have";
+    case kStageNoNewPrivs:
+      return "set no_new_privs";
+    case kStageFds:
+      return "close inherited file descriptors";
     case kStageGroups:
       return "clear supplementary groups";
     case kStageGid:
@@ -88,25 +95,40 @@ int BringUpLoopback() {
   return rc;
 }
 
-// Removes CAP_NET_RAW from the bounding, permitted, effective and
-// inheritable sets, so not even a setuid binary gets it back.
-int DropNetRaw() {
-  if (::prctl(PR_CAPBSET_DROP, CAP_NET_RAW, 0, 0, 0) != 0 && errno != EINVAL) {
-    return -1;
-  }
+// Removes kDroppedCapabilities from the bounding, permitted, effective,
+// inheritable and ambient sets. Raw system calls only: this runs between
+// clone3 and exec.
+int DropCapabilities() {
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2];
   if (::syscall(SYS_capget, &header, data) != 0) return -1;
-  const unsigned bit = 1u << (CAP_NET_RAW % 32);
-  data[CAP_NET_RAW / 32].effective &= ~bit;
-  data[CAP_NET_RAW / 32].permitted &= ~bit;
-  data[CAP_NET_RAW / 32].inheritable &= ~bit;
-  if (::syscall(SYS_capset, &header, data) != 0) return -1;
-  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, CAP_NET_RAW, 0, 0);
-  return 0;
+  for (int i = 0; i < kDroppedCapabilitiesCount; ++i) {
+    const int cap = kDroppedCapabilities[i];
+    // EINVAL: a capability this kernel does not know; nothing to drop.
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+      return -1;
+    }
+    ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, cap, 0, 0);
+    const unsigned bit = 1u << (cap % 32);
+    data[cap / 32].effective &= ~bit;
+    data[cap / 32].permitted &= ~bit;
+    data[cap / 32].inheritable &= ~bit;
+  }
+  return static_cast<int>(::syscall(SYS_capset, &header, data));
 }
 
 }  // namespace
+
+// With any of these, a root command could rewrite or detach the maps and
+// links that enforce its sandbox, open packet sockets, load modules, or
+// trace processes around the guard.
+const int kDroppedCapabilities[] = {
+    CAP_SYS_ADMIN, CAP_BPF,      CAP_PERFMON,    CAP_NET_ADMIN,
+    CAP_NET_RAW,   CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_PTRACE,
+    CAP_SYS_BOOT,  CAP_MAC_ADMIN, CAP_MAC_OVERRIDE, CAP_SYSLOG,
+};
+const int kDroppedCapabilitiesCount =
+    sizeof(kDroppedCapabilities) / sizeof(kDroppedCapabilities[0]);
 
 absl::StatusOr<std::string> FindExecutable(const std::string& name) {
   if (name.empty()) return Malformed("empty command");
@@ -170,6 +192,25 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (options.new_netns && BringUpLoopback() != 0) Fail(fd, kStageLoopback);
+    if (options.drop_privileges && DropCapabilities() != 0) {
+      Fail(fd, kStageCaps);
+    }
+    // Raw system calls: glibc's wrappers synchronize credentials across the
+    // parent's threads, which do not exist in this child.
+    if (options.uid) {
+      if (::syscall(SYS_setgroups, 0, nullptr) != 0) Fail(fd, kStageGroups);
+      if (::syscall(SYS_setresgid, gid, gid, gid) != 0) Fail(fd, kStageGid);
+      if (::syscall(SYS_setresuid, *options.uid, *options.uid,
+                    *options.uid) != 0) {
+        Fail(fd, kStageUid);
+      }
+    }
+    if (options.drop_privileges &&
+        ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+      Fail(fd, kStageNoNewPrivs);
+    }
+    // After the uid change: changing credentials clears the death signal.
     if (options.kill_with_parent) {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
         Fail(fd, kStageDeathSig);
@@ -177,14 +218,11 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
       // The parent may have died before the death signal was armed.
       if (::getppid() != parent) ::_exit(137);
     }
-    if (options.new_netns && BringUpLoopback() != 0) Fail(fd, kStageLoopback);
-    if (options.drop_net_raw && DropNetRaw() != 0) Fail(fd, kStageCaps);
-    if (options.uid) {
-      if (::setgroups(0, nullptr) != 0) Fail(fd, kStageGroups);
-      if (::setresgid(gid, gid, gid) != 0) Fail(fd, kStageGid);
-      if (::setresuid(*options.uid, *options.uid, *options.uid) != 0) {
-        Fail(fd, kStageUid);
-      }
+    // Sockets the caller left open belong to the caller's cgroup: no hook
+    // would judge them. Everything past stderr closes at exec (the error
+    // pipe too, which is how the parent learns exec worked).
+    if (::syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+      Fail(fd, kStageFds);
     }
     ::execve(exe->c_str(), argv.data(), environ);
     Fail(fd, kStageExec);

@@ -20,13 +20,22 @@ struct SpawnOptions {
   std::optional<uid_t> uid;            // drop to this user before exec
   std::optional<gid_t> gid;            // and group (default: uid's group)
   bool new_netns = false;              // a private netns with only lo, up
-  bool drop_net_raw = true;            // no CAP_NET_RAW: no packet sockets
+  // Drops the capabilities that could take enforcement apart or go around
+  // it (kDroppedCapabilities: CAP_BPF, CAP_SYS_ADMIN, CAP_NET_ADMIN,
+  // CAP_NET_RAW -- no packet sockets --, ...) from every set, bounding set
+  // included, and sets no_new_privs so that no setuid binary or file
+  // capability gives them back.
+  bool drop_privileges = true;
   bool kill_with_parent = true;        // PR_SET_PDEATHSIG(SIGKILL)
 };
 
 // Returns the child's pid. Errors in the child before exec (unknown
 // command, setuid failure) are reported here with their errno.
 absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options);
+
+// The capabilities a sandboxed command never has (drop_privileges).
+extern const int kDroppedCapabilities[];
+extern const int kDroppedCapabilitiesCount;
 
 // Looks a command up in PATH as execvp would.
 absl::StatusOr<std::string> FindExecutable(const std::string& name);

@@ -48,10 +48,45 @@ absl::StatusOr<std::string> FindCgroup2Root(const std::string& mounts_path) {
                                mounts_path, " has no cgroup2 entry)"));
 }
 
+namespace {
+
+// The guard's programs compare absolute levels in the kernel's hierarchy;
+// the level is counted here from the mount path. The two agree only in the
+// initial cgroup namespace on a mount of the whole hierarchy. Anything else
+// would leave the guard matching nothing while saying it runs: refuse.
+absl::Status CheckWholeHierarchyVisible(const std::string& mount_point) {
+  constexpr uint64_t kInitialCgroupNamespace = 0xEFFFFFFBu;  // PROC_CGROUP_INIT_INO
+  struct stat ns;
+  if (::stat("/proc/self/ns/cgroup", &ns) == 0 &&
+      static_cast<uint64_t>(ns.st_ino) != kInitialCgroupNamespace) {
+    return Rejected(
+        "the process guard needs the host's cgroup namespace: inside another "
+        "one (a container) cgroup levels cannot be told; run sandfence on "
+        "the host, or use --guard off");
+  }
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    // id parent major:minor root mount-point ... - fstype ...
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    if (f.size() < 5 || f[4] != mount_point) continue;
+    if (line.find(" - cgroup2 ") == std::string::npos) continue;
+    if (f[3] != "/") {
+      return Rejected(absl::StrCat(
+          "the process guard needs a cgroup2 mount of the whole hierarchy; ",
+          mount_point, " shows only ", f[3]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<SandboxCgroup> InspectSandboxCgroup(
     const std::string& dir, const std::string& mounts_path) {
   absl::StatusOr<std::string> root = FindCgroup2Root(mounts_path);
   if (!root.ok()) return root.status();
+  if (absl::Status s = CheckWholeHierarchyVisible(*root); !s.ok()) return s;
   absl::StatusOr<std::string> root_real = Canonical(*root);
   if (!root_real.ok()) return root_real.status();
   absl::StatusOr<std::string> real = Canonical(dir);
