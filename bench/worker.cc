@@ -50,6 +50,11 @@ absl::StatusOr<Worker> Worker::Start(const std::string& binary, int cgroup_fd,
   o.argv.push_back(absl::StrCat(write_end.get()));
   std::vector<int> fds = inherit;
   fds.push_back(write_end.get());
+  o.keep_fds = fds;
+  // The workers are the benchmark's own code, not an agent: some load BPF
+  // programs themselves (the control suite), and none must pay for a
+  // capability drop the baseline does not.
+  o.drop_privileges = false;
   absl::StatusOr<pid_t> pid;
   {
     InheritScope scope(fds);

@@ -224,6 +224,9 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
     if (::syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
       Fail(fd, kStageFds);
     }
+    for (int keep : options.keep_fds) {
+      if (keep != fd && ::fcntl(keep, F_SETFD, 0) != 0) Fail(fd, kStageFds);
+    }
     ::execve(exe->c_str(), argv.data(), environ);
     Fail(fd, kStageExec);
   }

@@ -27,6 +27,10 @@ struct SpawnOptions {
   // capability gives them back.
   bool drop_privileges = true;
   bool kill_with_parent = true;        // PR_SET_PDEATHSIG(SIGKILL)
+  // Every descriptor past stderr is closed at exec (a socket the caller
+  // left open belongs to the caller's cgroup: no hook would judge it),
+  // except these, which the command gets as they are.
+  std::vector<int> keep_fds;
 };
 
 // Returns the child's pid. Errors in the child before exec (unknown
