@@ -1,9 +1,13 @@
 // End to end against a real `sandfence daemon` process on a temporary
 // socket, with real sandboxes and loopback listeners: 127.0.0.2 plays the
 // model server, 127.0.0.3 a tool, 127.0.0.4 somewhere forbidden.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
@@ -453,6 +457,58 @@ TEST_F(DaemonTest, FiftyConcurrentRolloutsDoNotCrossTalk) {
 // SIGKILL the daemon mid-rollout: the sandbox stays enforced while no
 // daemon runs; a new daemon adopts the rollout, its record continues, and
 // the gap is marked.
+// A root process outside any sandbox, with no capabilities. The kernel
+// itself lets a sandboxed root read its /proc entries (same UID, a subset
+// of its capabilities), so what stops the read is the process guard.
+class CaplessRootProcess {
+ public:
+  CaplessRootProcess() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      execl("/usr/bin/setpriv", "setpriv", "--bounding-set", "-all",
+            "--inh-caps", "-all", "sleep", "30", nullptr);
+      _exit(127);
+    }
+    // Ready once setpriv has become sleep (no capabilities left).
+    for (int i = 0; i < 1000 && pid_ > 0; ++i) {
+      std::ifstream comm(absl::StrCat("/proc/", pid_, "/comm"));
+      std::string name;
+      std::getline(comm, name);
+      if (name == "sleep") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  ~CaplessRootProcess() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_;
+};
+
+// Runs `cat /proc/<pid>/environ` in the sandbox; its shell-style status:
+// 128+SIGKILL when the signal guard killed it, 1 when the open failed.
+int ReadEnvironIn(const std::string& cgroup_path, pid_t pid) {
+  absl::StatusOr<Cgroup> cg = Cgroup::Open(cgroup_path);
+  if (!cg.ok()) {
+    ADD_FAILURE() << cg.status();
+    return -1;
+  }
+  SpawnOptions spawn;
+  spawn.cgroup_fd = cg->fd();
+  spawn.argv = {"sh", "-c",
+                absl::StrCat("exec cat /proc/", pid, "/environ >/dev/null")};
+  absl::StatusOr<pid_t> reader = SpawnInCgroup(spawn);
+  if (!reader.ok()) {
+    ADD_FAILURE() << reader.status();
+    return -1;
+  }
+  absl::StatusOr<int> status = WaitForExit(*reader);
+  return status.ok() ? *status : -1;
+}
+
 TEST_F(DaemonTest, SigkillKeepsEnforcingAndRestartAdopts) {
   v1::StartRolloutResponse started;
   ASSERT_TRUE(Start(Request("crash-1"), &started).ok());
@@ -478,6 +534,13 @@ TEST_F(DaemonTest, SigkillKeepsEnforcingAndRestartAdopts) {
   ASSERT_TRUE(SetPhase("crash-1", "verify").ok());
   EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.3", tool_.port), kDenied);
   EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.4", 22003), kDenied);
+  // The guard (not pinned) governs the adopted sandbox again.
+  {
+    CaplessRootProcess target;
+    ASSERT_GT(target.pid(), 0);
+    EXPECT_NE(ReadEnvironIn(cg, target.pid()), 0)
+        << "an adopted sandbox read another process's environ";
+  }
 
   v1::EndRolloutResponse ended;
   ASSERT_TRUE(End("crash-1", &ended).ok());
@@ -486,8 +549,10 @@ TEST_F(DaemonTest, SigkillKeepsEnforcingAndRestartAdopts) {
   EXPECT_TRUE(rec.lossy());
   EXPECT_TRUE(rec.complete());
   bool gap = false;
-  for (const std::string& w : rec.warning())
-    gap |= absl::StrContains(w, "daemon gap");
+  for (const std::string& w : rec.warning()) {
+    gap |= absl::StrContains(w, "daemon gap") &&
+           absl::StrContains(w, "process guard");
+  }
   EXPECT_TRUE(gap) << absl::StrJoin(rec.warning(), "\n");
   std::multiset<std::string> attempts = Attempts(rec);
   // What the kernel reported while no daemon ran waited in the pinned ring
@@ -513,6 +578,96 @@ TEST_F(DaemonTest, SigtermLeavesRolloutsForTheNextDaemon) {
   ASSERT_EQ(List().rollout_size(), 1);
   v1::EndRolloutResponse ended;
   ASSERT_TRUE(End("term-1", &ended).ok());
+}
+
+// A daemon rollout with the default guard (auto): a command in the sandbox
+// that reads another root process's environ is stopped (signal: killed;
+// lsm: the open fails), and the record names the enforcer and the event.
+TEST_F(DaemonTest, ProcessGuardStopsReadingEnvironOutsideTheSandbox) {
+  CaplessRootProcess target;
+  ASSERT_GT(target.pid(), 0);
+  v1::StartRolloutResponse started;
+  grpc::Status s = Start(Request("guard-1"), &started);
+  ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << daemon_->Log();
+
+  // The guard is loaded now: Health names what runs.
+  grpc::ClientContext ctx;
+  v1::HealthResponse h;
+  ASSERT_TRUE(daemon_->stub()->Health(&ctx, {}, &h).ok());
+  const bool lsm = absl::StartsWith(h.guard(), "lsm");
+  const std::string enforcer = lsm ? "lsm" : "signal";
+  ASSERT_TRUE(lsm || absl::StartsWith(h.guard(), "signal")) << h.guard();
+  EXPECT_THAT(h.guard(), ::testing::Not(HasSubstr("first guarded rollout")));
+
+  // signal: cat dies by SIGKILL; lsm: the open fails (cat exits 1).
+  EXPECT_EQ(ReadEnvironIn(started.cgroup_path(), target.pid()),
+            lsm ? 1 : 128 + SIGKILL)
+      << "reading /proc/" << target.pid() << "/environ under " << enforcer;
+
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("guard-1", &ended).ok());
+  const v1::RolloutRecord& rec = ended.record();
+  EXPECT_EQ(rec.enforcement().guard(), enforcer);
+  std::vector<std::string> events;
+  bool stopped = false;
+  for (const v1::GuardEntry& g : rec.guard_event()) {
+    events.push_back(absl::StrCat(g.action(), " ", g.what(), " ", g.detail(),
+                                  " ", g.actor().command(), " -> ",
+                                  g.target().tgid()));
+    stopped |= g.what() == "proc_open" && g.detail() == "environ" &&
+               g.action() == (lsm ? "denied" : "killed") &&
+               g.target().tgid() == static_cast<uint32_t>(target.pid()) &&
+               g.phase() == "setup";
+  }
+  EXPECT_TRUE(stopped) << "guard events:\n" << absl::StrJoin(events, "\n");
+}
+
+// lsm asked where lsm cannot run is refused before anything exists; a
+// rollout's guard mode is its initial phase's, and its record says when a
+// later phase asks for another.
+TEST_F(DaemonTest, GuardModeIsFixedByTheInitialPhase) {
+  grpc::ClientContext hctx;
+  v1::HealthResponse h;
+  ASSERT_TRUE(daemon_->stub()->Health(&hctx, {}, &h).ok());
+  if (!absl::StartsWith(h.guard(), "lsm")) {
+    v1::StartRolloutRequest lsm = Request("guard-lsm");
+    lsm.set_policy_text(R"pb(
+      name: "lsm"
+      phase { name: "p" network_access: MODEL_ONLY dns { mode: NONE }
+              guard { mode: LSM } }
+    )pb");
+    v1::StartRolloutResponse resp;
+    grpc::Status s = Start(lsm, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("lsm"));
+    struct stat st {};
+    EXPECT_NE(stat((daemon_->dirs().cgroups + "/guard-lsm").c_str(), &st), 0);
+    EXPECT_NE(
+        stat((daemon_->dirs().records() + "/guard-lsm.record").c_str(), &st),
+        0);
+    EXPECT_EQ(List().rollout_size(), 0);
+  }
+
+  v1::StartRolloutRequest mixed = Request("guard-mixed");
+  mixed.set_policy_text(R"pb(
+    name: "mixed"
+    phase { name: "agent" network_access: MODEL_ONLY dns { mode: NONE } }
+    phase { name: "verify" network_access: MODEL_ONLY dns { mode: NONE }
+            guard { mode: OFF } }
+  )pb");
+  v1::StartRolloutResponse started;
+  grpc::Status s = Start(mixed, &started);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_TRUE(SetPhase("guard-mixed", "verify").ok());
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("guard-mixed", &ended).ok());
+  const std::string& guard = ended.record().enforcement().guard();
+  EXPECT_TRUE(absl::StartsWith(guard, "lsm") ||
+              absl::StartsWith(guard, "signal"))
+      << guard;
+  EXPECT_THAT(guard, HasSubstr("fixed at the rollout's start"));
+  EXPECT_THAT(guard, HasSubstr("phase \"verify\" asks for off"));
 }
 
 TEST_F(DaemonTest, WatchEventsStreamsTheRolloutsDecisions) {

@@ -27,6 +27,8 @@
 #include "compile/compiler.h"
 #include "daemon/log.h"
 #include "guard/guard_controller.h"
+#include "guard/guard_record.h"
+#include "guard/sandbox_cgroup.h"
 #include "policy/policy_loader.h"
 #include "policy/rollout_endpoints.h"
 #include "records/boot_clock.h"
@@ -53,6 +55,11 @@ struct RolloutManager::Rollout {
   // Recorders of a borrowing rollout are not routed (the owner's are).
   bool routed = false;
   bool attached = false;
+  // Governed by the daemon's process guard, as sandbox guard_id.
+  bool guarded = false;
+  uint64_t guard_id = 0;
+  // The record's enforcement of the guard (GuardEnforcementText).
+  std::string guard_text;
   bool adopted = false;
   bool ended = false;
 
@@ -173,6 +180,37 @@ std::string PhaseNames(const CompiledPolicy& policy) {
 }
 
 int64_t NowUnixNs() { return absl::ToUnixNanos(absl::Now()); }
+
+// What the record's enforcement says of the guard: the enforcer's name
+// first, then why a phase does not get the mode it asks for (a rollout's
+// mode is its initial phase's, fixed at its start).
+std::string GuardEnforcementText(absl::string_view enforcer, GuardMode mode,
+                                 const CompiledPolicy& policy) {
+  std::vector<std::string> others;
+  for (const CompiledPhase& p : policy.phases) {
+    const GuardMode asked = GuardModeFromPolicy(p.guard);
+    if (asked != mode) {
+      others.push_back(absl::StrCat("phase \"", p.name, "\" asks for ",
+                                    GuardModeName(asked)));
+    }
+  }
+  std::string out(enforcer);
+  if (mode == GuardMode::kSignal && enforcer == EnforcerName(Enforcer::kLsm)) {
+    absl::StrAppend(&out,
+                    "; mode signal asked, this daemon's process guard runs "
+                    "lsm");
+  }
+  if (!others.empty()) {
+    absl::StrAppend(&out, "; mode ", GuardModeName(mode),
+                    " fixed at the rollout's start (",
+                    absl::StrJoin(others, ", "), ": not applied)");
+  }
+  return out;
+}
+
+bool GuardEnforced(absl::string_view text) {
+  return !text.empty() && !absl::StartsWith(text, EnforcerName(Enforcer::kOff));
+}
 
 // The time of the last write to a journal: where a dead daemon's record
 // stops.
@@ -307,8 +345,104 @@ void RolloutManager::ReaderLoop() {
       absl::StatusOr<int> n = reader_->Poll(20);
       if (!n.ok()) LogError("event reader: %s", n.status().ToString());
     }
+    {
+      absl::MutexLock lock(&guard_mu_);
+      if (guard_reader_) guard_reader_->Poll(0).IgnoreError();
+    }
     router_.Tick().IgnoreError();  // errors stick in the journal
   }
+}
+
+void RolloutManager::OnGuardEvent(const sf_guard_event& e) {
+  absl::MutexLock lock(&guard_route_mu_);
+  auto it = guard_routes_.find(e.sandbox_id);
+  if (it == guard_routes_.end()) return;  // a sandbox already unguarded
+  it->second.recorder->AddGuardEntry(
+      GuardEntryFromEvent(e, it->second.mono_to_unix_ns));
+}
+
+absl::StatusOr<GuardController*> RolloutManager::GuardFor(GuardMode mode) {
+  if (!guard_) {
+    absl::StatusOr<GuardController> made = GuardController::Create(mode);
+    if (!made.ok()) return made.status();
+    if (made->events_fd() >= 0) {
+      absl::StatusOr<GuardEventReader> reader = GuardEventReader::Create(
+          made->events_fd(),
+          [this](const sf_guard_event& e) { OnGuardEvent(e); });
+      if (!reader.ok()) return reader.status();
+      guard_reader_.emplace(*std::move(reader));
+    }
+    guard_.emplace(*std::move(made));
+    LogInfo("process guard loaded: %s%s", guard_->enforcer_name(),
+            guard_->fallback_reason().empty()
+                ? ""
+                : absl::StrCat(" (lsm unavailable: ",
+                               guard_->fallback_reason(), ")"));
+  }
+  if (mode == GuardMode::kLsm && guard_->enforcer() != Enforcer::kLsm) {
+    return Rejected(absl::StrCat(
+        "guard mode lsm: this daemon's process guard runs ",
+        guard_->enforcer_name(),
+        guard_->fallback_reason().empty()
+            ? ""
+            : absl::StrCat(" (lsm unavailable: ", guard_->fallback_reason(),
+                           ")")));
+  }
+  return &*guard_;
+}
+
+absl::StatusOr<std::string> RolloutManager::Guard(Rollout* r,
+                                                  const std::string& path,
+                                                  uint64_t cgroup_id,
+                                                  GuardMode mode) {
+  if (mode == GuardMode::kOff) return std::string(EnforcerName(Enforcer::kOff));
+  absl::StatusOr<SandboxCgroup> inspected = InspectSandboxCgroup(path);
+  if (!inspected.ok()) return inspected.status();
+  if (inspected->id != cgroup_id) {
+    return absl::NotFoundError(
+        absl::StrCat("sandbox ", path, " was replaced (cgroup id ",
+                     inspected->id, ", expected ", cgroup_id, ")"));
+  }
+  absl::MutexLock lock(&guard_mu_);
+  absl::StatusOr<GuardController*> guard = GuardFor(mode);
+  if (!guard.ok()) return guard.status();
+  {
+    // Routed before the kernel reports anything for it.
+    absl::MutexLock routes(&guard_route_mu_);
+    guard_routes_[cgroup_id] =
+        GuardRoute{r->recorder, MonotonicToUnixOffsetNs()};
+  }
+  GuardedSandbox guarded;
+  guarded.cgroup_id = inspected->id;
+  guarded.level = inspected->level;
+  if (absl::Status s = (*guard)->AddSandbox(guarded); !s.ok()) {
+    absl::MutexLock routes(&guard_route_mu_);
+    guard_routes_.erase(cgroup_id);
+    return s;
+  }
+  r->guarded = true;
+  r->guard_id = cgroup_id;
+  return std::string((*guard)->enforcer_name());
+}
+
+void RolloutManager::Unguard(Rollout* r) {
+  if (!r->guarded) return;
+  absl::MutexLock lock(&guard_mu_);
+  // What the kernel queued for the sandbox reaches its record first.
+  if (guard_reader_) guard_reader_->Poll(0).IgnoreError();
+  if (guard_) {
+    absl::StatusOr<uint64_t> lost = guard_->LostEvents(r->guard_id);
+    if (lost.ok() && *lost > 0) {
+      LogWarning("rollout %s: %d process-guard events lost in the kernel",
+                 r->state.request().rollout_id(), *lost);
+    }
+    guard_->RemoveSandbox(r->guard_id).IgnoreError();
+  }
+  {
+    absl::MutexLock routes(&guard_route_mu_);
+    guard_routes_.erase(r->guard_id);
+  }
+  r->guarded = false;
 }
 
 std::shared_ptr<RolloutManager::Rollout> RolloutManager::Find(
@@ -388,6 +522,7 @@ absl::StatusOr<v1::StartRolloutResponse> RolloutManager::Start(
   if (rollout->attached) {
     absl::MutexLock lock(&mu_);
     owner_of_[rollout->cgroup_id()] = request.rollout_id();
+    guard_of_[rollout->cgroup_id()] = rollout->guard_text;
   }
   ++started_;
   LogInfo("started rollout %s in %s (phase %s%s)", request.rollout_id(),
@@ -533,6 +668,27 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
   r->policy = *std::move(compiled);
   phase = r->policy.FindPhase(phase_name);
 
+  // The process guard: the initial phase's mode, for the whole rollout.
+  // Loaded (or refused: lsm where it cannot run) before anything is
+  // created or attached. A borrowing rollout attaches nothing: the
+  // owner's guard governs the sandbox.
+  const GuardMode guard_mode = GuardModeFromPolicy(phase->guard);
+  std::string owner_guard;
+  if (borrowed_from.empty()) {
+    if (guard_mode != GuardMode::kOff) {
+      absl::MutexLock lock(&guard_mu_);
+      absl::StatusOr<GuardController*> guard = GuardFor(guard_mode);
+      if (!guard.ok()) {
+        return WithContext(guard.status(),
+                           absl::StrCat("phase \"", phase->name, "\""));
+      }
+    }
+  } else {
+    absl::MutexLock lock(&mu_);
+    auto it = guard_of_.find(existing->id());
+    if (it != guard_of_.end()) owner_guard = it->second;
+  }
+
   // 4. The sandbox cgroup.
   bool created = false;
   if (existing) {
@@ -611,7 +767,22 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
       generation = *g;
       r->recorder->BindGeneration(generation);
     }
+    absl::StatusOr<std::string> enforcer =
+        Guard(r, r->cgroup->path(), cgroup_id, guard_mode);
+    if (!enforcer.ok()) {
+      controller_->RemoveSandbox(cgroup_id).IgnoreError();
+      r->attached = false;
+      undo_record();
+      return WithContext(enforcer.status(), "process guard");
+    }
+    r->guard_text = GuardEnforcementText(*enforcer, guard_mode, r->policy);
+  } else {
+    r->guard_text = absl::StrCat(
+        owner_guard.empty() ? "not reported" : owner_guard,
+        " (the guard of rollout \"", borrowed_from,
+        "\", which owns the sandbox)");
   }
+  r->recorder->SetGuardEnforcement(r->guard_text);
 
   // 6. What a later daemon needs to adopt it.
   v1::StartRolloutResponse* resp = r->state.mutable_response();
@@ -635,6 +806,7 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
   if (absl::Status s = Persist(*r); !s.ok()) {
     // Without its state file a crash would leave the rollout enforced but
     // unadoptable: refuse now instead, retryably.
+    Unguard(r);
     if (attach) controller_->RemoveSandbox(cgroup_id).IgnoreError();
     r->attached = false;
     undo_record();
@@ -743,6 +915,13 @@ absl::StatusOr<v1::RolloutRecord> RolloutManager::MergedRecord(
       loss->set_overflowed(loss->overflowed() + l.overflowed());
       *merged.mutable_end_time() = seg.end_time();
       merged.set_complete(seg.complete());
+      const std::string& guard_before = segments[k - 1].enforcement().guard();
+      const std::string& guard_after = seg.enforcement().guard();
+      if (guard_after != guard_before) {
+        merged.mutable_enforcement()->set_guard(absl::StrCat(
+            merged.enforcement().guard(), "; from journal ", k + 1, ": ",
+            guard_after));
+      }
       const std::string& prev = r.state.journal_path(static_cast<int>(k - 1));
       std::optional<int64_t> stopped = MtimeNs(prev);
       const int64_t adopted =
@@ -755,9 +934,12 @@ absl::StatusOr<v1::RolloutRecord> RolloutManager::MergedRecord(
                                  FormatUnixNs(*stopped))
                   : "",
           " and a new daemon adopted the rollout at ", FormatUnixNs(adopted),
-          "; enforcement continued unchanged (pinned programs), but events "
-          "read and not yet written by the old daemon are missing, and the "
-          "record continues in ",
+          "; egress enforcement continued unchanged (pinned programs)",
+          GuardEnforced(segments[k - 1].enforcement().guard())
+              ? ", the process guard (not pinned) did not enforce in the gap"
+              : "",
+          ", events read and not yet written by the old daemon are missing, "
+          "and the record continues in ",
           r.state.journal_path(static_cast<int>(k))));
     }
     for (const std::string& w : seg.warning()) {
@@ -808,6 +990,9 @@ absl::StatusOr<v1::EndRolloutResponse> RolloutManager::End(
     reader_->Drain().IgnoreError();
     decode_errors = reader_->decode_errors();
   }
+  // The guard's events reach the record, then it lets the sandbox go (as
+  // the egress hooks below: after its processes are gone).
+  Unguard(r.get());
   FinalCounts counts;
   counts.decode_errors = decode_errors;
   if (r->attached) {
@@ -827,6 +1012,7 @@ absl::StatusOr<v1::EndRolloutResponse> RolloutManager::End(
     auto owner = owner_of_.find(id);
     if (owner != owner_of_.end() && owner->second == rollout_id) {
       owner_of_.erase(owner);
+      guard_of_.erase(id);
     }
   }
   ++ended_;
@@ -950,15 +1136,30 @@ v1::HealthResponse RolloutManager::Health() {
   utsname u{};
   if (::uname(&u) == 0) h.set_kernel_release(u.release);
   h.set_egress("cgroup-bpf");
-  // Probed once (it loads and attaches a program): what the process guard
-  // would use here. The daemon does not apply it per rollout yet.
-  static const std::string guard = [] {
-    absl::Status lsm = ProbeBpfLsm();
-    return lsm.ok()
-               ? std::string("lsm")
-               : absl::StrCat("signal (lsm unavailable: ", lsm.message(), ")");
-  }();
-  h.set_guard(absl::StrCat(guard, "; not applied by the daemon yet"));
+  // What the daemon's process guard runs; before the first guarded
+  // rollout loads it, what it would use (probed once: it loads and
+  // attaches a program).
+  std::string guard;
+  {
+    absl::MutexLock lock(&guard_mu_);
+    if (guard_) {
+      guard = std::string(guard_->enforcer_name());
+      if (!guard_->fallback_reason().empty()) {
+        absl::StrAppend(&guard, " (lsm unavailable: ",
+                        guard_->fallback_reason(), ")");
+      }
+    }
+  }
+  if (guard.empty()) {
+    static const std::string probed = [] {
+      absl::Status lsm = ProbeBpfLsm();
+      return lsm.ok() ? std::string("lsm")
+                      : absl::StrCat("signal (lsm unavailable: ",
+                                     lsm.message(), ")");
+    }();
+    guard = absl::StrCat(probed, "; loaded by the first guarded rollout");
+  }
+  h.set_guard(guard);
   if (absl::StartsWith(guard, "lsm")) h.add_kernel_feature("bpf_lsm");
   h.set_pin_dir(controller_->pin_dir());
   {
@@ -1165,6 +1366,32 @@ absl::Status RolloutManager::Adopt(v1::RolloutState state) {
   }
   r->recorder->BeginPhase(state.phase()).IgnoreError();
   if (attach) r->recorder->BindGeneration(generation);
+  // The guard's programs died with the old daemon (they are not pinned):
+  // the sandbox is guarded again from here on, by the initial phase's mode.
+  if (attach) {
+    const CompiledPhase* initial =
+        r->policy.FindPhase(state.response().phase());
+    if (initial == nullptr) initial = r->policy.FindPhase(state.phase());
+    const GuardMode mode = initial != nullptr
+                               ? GuardModeFromPolicy(initial->guard)
+                               : GuardMode::kAuto;
+    absl::StatusOr<std::string> enforcer =
+        Guard(r.get(), state.response().cgroup_path(), cgroup_id, mode);
+    if (enforcer.ok()) {
+      r->guard_text = GuardEnforcementText(*enforcer, mode, r->policy);
+    } else {
+      LogError("rollout %s: process guard not re-added: %s", id,
+               enforcer.status().ToString());
+      r->guard_text = absl::StrCat(
+          "off (not re-added after the daemon restart: ",
+          enforcer.status().message(), ")");
+    }
+  } else {
+    r->guard_text = absl::StrCat(
+        "not reported (the guard of rollout \"",
+        state.response().borrowed_from(), "\", which owns the sandbox)");
+  }
+  r->recorder->SetGuardEnforcement(r->guard_text);
   state.add_journal_path(journal);
   *state.add_adopted_time() = UnixNsToTimestamp(NowUnixNs());
   state.mutable_response()->set_generation(generation);
@@ -1175,7 +1402,10 @@ absl::Status RolloutManager::Adopt(v1::RolloutState state) {
     LogWarning("rollout %s: persist state: %s", id, s.ToString());
   }
   absl::MutexLock lock(&mu_);
-  if (r->attached) owner_of_[cgroup_id] = id;
+  if (r->attached) {
+    owner_of_[cgroup_id] = id;
+    guard_of_[cgroup_id] = r->guard_text;
+  }
   rollouts_.emplace(id, std::move(r));
   return absl::OkStatus();
 }

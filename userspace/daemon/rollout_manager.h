@@ -8,8 +8,15 @@
 //   End       kill a created sandbox's processes, drain the events, detach,
 //             finalize the journal, write the merged record.
 //   Adopt     (at start-up) take over every rollout an earlier daemon left
-//             pinned: enforcement never stopped; the record continues in a
-//             new journal file and the gap is marked in the merged record.
+//             pinned: egress enforcement never stopped; the record continues
+//             in a new journal file and the gap is marked in the merged
+//             record. The process guard is not pinned: adopted sandboxes
+//             are added to this daemon's guard again.
+//
+// The process guard: one GuardController for the daemon's life, loaded by
+// the first rollout whose initial phase wants one. A rollout's guard mode
+// is its initial phase's, fixed for the rollout (the record says so when a
+// later phase asks for another).
 //
 // Thread-safe: calls for different rollouts run in parallel; calls for one
 // rollout are serialized.
@@ -34,6 +41,9 @@
 #include "egress/cgroup.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
+#include "guard/guard_abi.h"
+#include "guard/guard_controller.h"
+#include "guard/guard_types.h"
 #include "records/recorder.h"
 #include "sandfence/v1/daemon.pb.h"
 
@@ -125,6 +135,18 @@ class RolloutManager {
   absl::StatusOr<v1::RolloutRecord> MergedRecord(const Rollout& rollout);
   void ReaderLoop();
   void OnEvent(const NetEvent& event);
+  void OnGuardEvent(const sf_guard_event& event);
+  // The daemon's guard for a rollout that asks for `mode` (not kOff),
+  // loaded on first use. Rejected when the mode cannot be had here (lsm
+  // where lsm cannot run, or on a daemon whose guard already runs signal).
+  absl::StatusOr<GuardController*> GuardFor(GuardMode mode)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_mu_);
+  // Governs the rollout's sandbox by the guard and routes its events to
+  // the rollout's record; returns the enforcer's name for the record.
+  absl::StatusOr<std::string> Guard(Rollout* rollout, const std::string& path,
+                                    uint64_t cgroup_id, GuardMode mode);
+  // Reads what is queued, then stops guarding the rollout's sandbox.
+  void Unguard(Rollout* rollout);
   std::string StatePath(absl::string_view rollout_id) const;
   std::string FinalRecordPath(absl::string_view rollout_id) const;
 
@@ -135,6 +157,22 @@ class RolloutManager {
   std::string cgroup_parent_;
   std::unique_ptr<EgressController> controller_;
   RecordRouter router_;
+
+  // The process guard (loaded by the first guarded rollout) and its event
+  // reader, polled by reader_thread_ too. The guard's programs are not
+  // pinned: they end with the daemon.
+  absl::Mutex guard_mu_;
+  std::optional<GuardController> guard_ ABSL_GUARDED_BY(guard_mu_);
+  std::optional<GuardEventReader> guard_reader_ ABSL_GUARDED_BY(guard_mu_);
+  // Guard events by sandbox cgroup id: the owner's record, and the offset
+  // from the events' CLOCK_MONOTONIC to the Unix epoch.
+  struct GuardRoute {
+    std::shared_ptr<RolloutRecorder> recorder;
+    int64_t mono_to_unix_ns = 0;
+  };
+  absl::Mutex guard_route_mu_;
+  absl::flat_hash_map<uint64_t, GuardRoute> guard_routes_
+      ABSL_GUARDED_BY(guard_route_mu_);
 
   // Reader: polled by reader_thread_, drained by End under reader_mu_.
   absl::Mutex reader_mu_;
@@ -148,6 +186,9 @@ class RolloutManager {
   // The rollout whose policy governs each attached sandbox (by cgroup id):
   // borrowing is decided here, without touching other rollouts' state.
   absl::flat_hash_map<uint64_t, std::string> owner_of_ ABSL_GUARDED_BY(mu_);
+  // What the record of each attached sandbox says of the process guard: a
+  // borrowing rollout's record says the same (the owner's guard governs).
+  absl::flat_hash_map<uint64_t, std::string> guard_of_ ABSL_GUARDED_BY(mu_);
   // Watchers by sandbox cgroup id.
   struct Watcher {
     uint64_t id;
