@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <cerrno>
 
 #include "absl/strings/ascii.h"
@@ -279,11 +280,29 @@ std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
                     s.guard_fallback, "\n");
   }
   if (!s.guard_events.empty()) {
-    absl::StrAppend(&out, "sandfence: process guard:\n");
+    // Folded by what was done by which command: `ps aux` audits three
+    // files of every process, which would otherwise be hundreds of lines.
+    // Stops (killed, denied) come first; the record keeps every event.
+    struct Fold {
+      const GuardSummaryLine* first;
+      uint64_t count = 0;
+    };
+    std::map<std::tuple<bool, std::string, std::string, std::string,
+                        std::string>,
+             Fold>
+        folds;
     for (const GuardSummaryLine& g : s.guard_events) {
-      absl::StrAppendFormat(&out, "  %-8s %-14s %-10s pid %d (%s) -> pid %d (%s)\n",
-                            g.action, g.what, g.detail, g.actor_pid,
-                            g.actor_comm, g.target_pid, g.target_comm);
+      Fold& f = folds[{g.action == "audited", g.action, g.what, g.detail,
+                       g.actor_comm}];
+      if (f.count++ == 0) f.first = &g;
+    }
+    absl::StrAppend(&out, "sandfence: process guard:\n");
+    for (const auto& [key, f] : folds) {
+      const GuardSummaryLine& g = *f.first;
+      absl::StrAppendFormat(
+          &out, "  %-8s %-14s %-10s %6dx  pid %d (%s) -> pid %d (%s)%s\n",
+          g.action, g.what, g.detail, f.count, g.actor_pid, g.actor_comm,
+          g.target_pid, g.target_comm, f.count > 1 ? " first" : "");
     }
   }
   if (s.guard_events_lost > 0) {
