@@ -10,37 +10,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/json.h"
 #include "common/status.h"
 
 namespace sandfence::bench {
 namespace {
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string JsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
@@ -147,43 +122,43 @@ void Report::PrintTable(std::FILE* out) const {
 absl::Status Report::WriteJson(const std::string& path) const {
   std::string j = "{\n  \"meta\": {";
   for (size_t i = 0; i < meta_.size(); ++i) {
-    absl::StrAppend(&j, i ? "," : "", "\n    ", JsonString(meta_[i].first),
-                    ": ", JsonString(meta_[i].second));
+    absl::StrAppend(&j, i ? "," : "", "\n    ", JsonQuote(meta_[i].first),
+                    ": ", JsonQuote(meta_[i].second));
   }
   j += "\n  },\n  \"results\": [";
   for (size_t i = 0; i < rows_.size(); ++i) {
     const Row& r = rows_[i];
     std::string params =
         absl::StrJoin(r.params, ", ", [](std::string* out, const auto& p) {
-          absl::StrAppend(out, JsonString(p.first), ": ", p.second);
+          absl::StrAppend(out, JsonQuote(p.first), ": ", p.second);
         });
     std::optional<double> ratio = r.ratio();
-    absl::StrAppend(&j, i ? "," : "", "\n    {\"suite\": ", JsonString(r.suite),
-                    ", \"name\": ", JsonString(r.name), ", \"params\": {",
-                    params, "}, \"variant\": ", JsonString(r.variant),
-                    ", \"unit\": ", JsonString(r.unit), ", \"n\": ", r.stats.n,
+    absl::StrAppend(&j, i ? "," : "", "\n    {\"suite\": ", JsonQuote(r.suite),
+                    ", \"name\": ", JsonQuote(r.name), ", \"params\": {",
+                    params, "}, \"variant\": ", JsonQuote(r.variant),
+                    ", \"unit\": ", JsonQuote(r.unit), ", \"n\": ", r.stats.n,
                     ", \"median\": ", JsonNumber(r.stats.median),
                     ", \"min\": ", JsonNumber(r.stats.min),
                     ", \"max\": ", JsonNumber(r.stats.max),
                     ", \"p99\": ", r.tail ? JsonNumber(r.stats.p99) : "null",
                     ", \"baseline\": ",
-                    r.baseline.empty() ? "null" : JsonString(r.baseline),
+                    r.baseline.empty() ? "null" : JsonQuote(r.baseline),
                     ", \"baseline_median\": ",
                     r.baseline.empty() ? "null" : JsonNumber(r.baseline_median),
                     ", \"ratio\": ", ratio ? JsonNumber(*ratio) : "null",
-                    ", \"note\": ", JsonString(r.note), "}");
+                    ", \"note\": ", JsonQuote(r.note), "}");
   }
   j += "\n  ],\n  \"targets\": [";
   for (size_t i = 0; i < targets_.size(); ++i) {
     const Target& t = targets_[i];
-    absl::StrAppend(&j, i ? "," : "", "\n    {\"goal\": ", JsonString(t.goal),
-                    ", \"status\": ", JsonString(t.status),
-                    ", \"measured\": ", JsonString(t.measured),
-                    ", \"detail\": ", JsonString(t.detail), "}");
+    absl::StrAppend(&j, i ? "," : "", "\n    {\"goal\": ", JsonQuote(t.goal),
+                    ", \"status\": ", JsonQuote(t.status),
+                    ", \"measured\": ", JsonQuote(t.measured),
+                    ", \"detail\": ", JsonQuote(t.detail), "}");
   }
   j += "\n  ],\n  \"notes\": [";
   for (size_t i = 0; i < notes_.size(); ++i) {
-    absl::StrAppend(&j, i ? "," : "", "\n    ", JsonString(notes_[i]));
+    absl::StrAppend(&j, i ? "," : "", "\n    ", JsonQuote(notes_[i]));
   }
   j += "\n  ]\n}\n";
 

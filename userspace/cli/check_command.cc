@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/policy_flags.h"
+#include "common/json.h"
 #include "common/status.h"
 #include "compile/compiler.h"
 #include "compile/format.h"

@@ -1,5 +1,7 @@
 #include "compile/format.h"
 
+#include "common/json.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -70,37 +72,6 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
   return out;
 }
 
-std::string JsonQuote(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    unsigned char u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          absl::StrAppendFormat(&out, "\\u%04x", u);
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
 
 std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
   std::vector<std::string> phases;

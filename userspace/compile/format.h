@@ -27,8 +27,6 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy);
 // "loopback", "guard", "audit_allowed". Ends in '\n'.
 std::string FormatCompiledPolicyJson(const CompiledPolicy& policy);
 
-// A JSON string literal (quotes included) for UTF-8 text.
-std::string JsonQuote(absl::string_view text);
 
 }  // namespace sandfence
 

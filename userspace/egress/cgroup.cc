@@ -56,20 +56,6 @@ void RemoveTree(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::string> FindCgroup2Mount(const std::string& mounts_path) {
-  std::ifstream mounts(mounts_path);
-  if (!mounts) {
-    return ErrnoError(errno, absl::StrCat("cannot read ", mounts_path));
-  }
-  std::string line;
-  while (std::getline(mounts, line)) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ');
-    if (fields.size() >= 3 && fields[2] == "cgroup2") return fields[1];
-  }
-  return Rejected(absl::StrCat(
-      "no cgroup v2 hierarchy is mounted (", mounts_path,
-      " has no cgroup2 entry); sandfence needs cgroup v2"));
-}
 
 absl::StatusOr<uint64_t> CgroupIdOf(const std::string& path) {
   struct stat st;

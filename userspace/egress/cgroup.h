@@ -7,14 +7,11 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "common/cgroup2_mount.h"  // FindCgroup2Mount
 #include "common/unique_fd.h"
 
 namespace sandfence {
 
-// The mount point of the cgroup v2 hierarchy, read from a mounts table
-// (never assumed: hybrid hosts mount it at /sys/fs/cgroup/unified).
-absl::StatusOr<std::string> FindCgroup2Mount(
-    const std::string& mounts_path = "/proc/mounts");
 
 // The cgroup id the kernel reports for a cgroup directory
 // (bpf_get_current_cgroup_id and friends): its kernfs inode number.

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/cgroup2_mount.h"
 #include "common/status.h"
 
 namespace sandfence {
@@ -33,19 +34,7 @@ absl::StatusOr<std::string> Canonical(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::string> FindCgroup2Root(const std::string& mounts_path) {
-  std::ifstream mounts(mounts_path);
-  if (!mounts) {
-    return ErrnoError(errno, absl::StrCat("cannot read ", mounts_path));
-  }
-  std::string line;
-  while (std::getline(mounts, line)) {
-    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
-    if (fields.size() >= 3 && fields[2] == "cgroup2") {
-      return std::string(fields[1]);
-    }
-  }
-  return Rejected(absl::StrCat("no cgroup v2 hierarchy is mounted (",
-                               mounts_path, " has no cgroup2 entry)"));
+  return FindCgroup2Mount(mounts_path);
 }
 
 namespace {
