@@ -226,6 +226,31 @@ std::string FormatUnixNs(int64_t ns) {
                           absl::UTCTimeZone());
 }
 
+// The request's policy compiled for its sandbox: the same at a start and at
+// an adoption after a restart.
+absl::StatusOr<CompiledPolicy> CompileForRequest(
+    const v1::PolicySet& policy_set, const v1::StartRolloutRequest& req,
+    const std::vector<HostPort>& resolvers) {
+  RolloutEndpoints endpoints;
+  for (const std::string& m : req.endpoints().model())
+    endpoints.model.push_back(m);
+  for (const v1::ToolGrant& t : req.endpoints().tool())
+    endpoints.tools.push_back(t);
+  for (const v1::AllowRule& a : req.endpoints().allow())
+    endpoints.allow.push_back(a);
+  CompileContext context;
+  context.own_netns = req.own_netns();
+  context.borrowed = req.borrowed();
+  ResolverOptions ropts;
+  ropts.servers = resolvers;
+  LazyResolver resolver(ropts);
+  PolicyCompiler compiler(
+      &resolver, resolvers.empty()
+                     ? ReadResolvConf()
+                     : absl::StatusOr<std::vector<HostPort>>(resolvers));
+  return compiler.Compile(policy_set, endpoints, context);
+}
+
 }  // namespace
 
 absl::Status ValidateRolloutId(absl::string_view id) {
@@ -634,26 +659,8 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
 
   // 3. Compile: every refusal comes back here, before anything is created
   // or attached.
-  RolloutEndpoints endpoints;
-  for (const std::string& m : req.endpoints().model())
-    endpoints.model.push_back(m);
-  for (const v1::ToolGrant& t : req.endpoints().tool())
-    endpoints.tools.push_back(t);
-  for (const v1::AllowRule& a : req.endpoints().allow())
-    endpoints.allow.push_back(a);
-  CompileContext context;
-  context.own_netns = req.own_netns();
-  context.borrowed = req.borrowed();
-  ResolverOptions ropts;
-  ropts.servers = options_.resolvers;
-  LazyResolver resolver(ropts);
-  PolicyCompiler compiler(
-      &resolver,
-      options_.resolvers.empty()
-          ? ReadResolvConf()
-          : absl::StatusOr<std::vector<HostPort>>(options_.resolvers));
   absl::StatusOr<CompiledPolicy> compiled =
-      compiler.Compile(*policy_set, endpoints, context);
+      CompileForRequest(*policy_set, req, options_.resolvers);
   if (!compiled.ok()) return compiled.status();
   if (compiled->phases.empty()) return Malformed("the policy set has no phase");
   const std::string phase_name = req.initial_phase().empty()
@@ -694,6 +701,11 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
   if (existing) {
     r->cgroup = *std::move(existing);
   } else {
+    // The parent is shared with `sandfence run`, which removes it when it
+    // is left empty: make sure it is there.
+    if (::mkdir(cgroup_parent_.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoError(errno, absl::StrCat("create ", cgroup_parent_));
+    }
     absl::StatusOr<Cgroup> cg =
         Cgroup::Create(absl::StrCat(cgroup_parent_, "/", id));
     if (!cg.ok()) {
@@ -1298,26 +1310,8 @@ absl::Status RolloutManager::Adopt(v1::RolloutState state) {
       return Malformed("state has no policy");
   }
   if (!policy_set.ok()) return policy_set.status();
-  RolloutEndpoints endpoints;
-  for (const std::string& m : req.endpoints().model())
-    endpoints.model.push_back(m);
-  for (const v1::ToolGrant& t : req.endpoints().tool())
-    endpoints.tools.push_back(t);
-  for (const v1::AllowRule& a : req.endpoints().allow())
-    endpoints.allow.push_back(a);
-  CompileContext context;
-  context.own_netns = req.own_netns();
-  context.borrowed = req.borrowed();
-  ResolverOptions ropts;
-  ropts.servers = options_.resolvers;
-  LazyResolver resolver(ropts);
-  PolicyCompiler compiler(
-      &resolver,
-      options_.resolvers.empty()
-          ? ReadResolvConf()
-          : absl::StatusOr<std::vector<HostPort>>(options_.resolvers));
   absl::StatusOr<CompiledPolicy> compiled =
-      compiler.Compile(*policy_set, endpoints, context);
+      CompileForRequest(*policy_set, req, options_.resolvers);
   if (!compiled.ok()) return compiled.status();
   r->policy = *std::move(compiled);
 
