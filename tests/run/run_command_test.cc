@@ -156,6 +156,9 @@ TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
     closedir(d);
   }
   EXPECT_EQ(leftovers, "");
+  // So is the shared parent, once no sandbox is left in it.
+  EXPECT_NE(access((*mount + "/sandfence").c_str(), F_OK), 0)
+      << "the empty parent cgroup was left behind";
 }
 
 TEST_F(RunCommandTest, UserAndPrivateNetns) {

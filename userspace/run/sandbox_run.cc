@@ -14,6 +14,7 @@
 #include <tuple>
 #include <cerrno>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -95,15 +96,33 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
         "sandfence run needs root: it loads BPF programs and creates "
         "cgroups (run it with sudo)");
   }
+  // Signals wait from the start: loading the programs takes a moment, and
+  // a SIGTERM then must unwind (remove what exists) rather than kill us.
+  BlockedSignals blocked;
+  UniqueFd sigfd(::signalfd(-1, &blocked.set(), SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigfd) return ErrnoError(errno, "signalfd");
+
   std::string parent = request.cgroup_parent;
-  if (parent.empty()) {
+  const bool default_parent = parent.empty();
+  if (default_parent) {
     absl::StatusOr<std::string> mount = FindCgroup2Mount();
     if (!mount.ok()) return mount.status();
     parent = absl::StrCat(*mount, "/sandfence");
-    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+  }
+  // The shared default parent goes when the last run using it ends (rmdir
+  // fails, harmlessly, while another run or the daemon has a sandbox in it).
+  // Declared before the sandbox, so it is removed after it.
+  absl::Cleanup remove_parent = [&] {
+    if (default_parent) ::rmdir(parent.c_str());
+  };
+  auto make_parent = [&]() -> absl::Status {
+    if (default_parent && ::mkdir(parent.c_str(), 0755) != 0 &&
+        errno != EEXIST) {
       return ErrnoError(errno, absl::StrCat("create ", parent));
     }
-  }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = make_parent(); !s.ok()) return s;
 
   absl::StatusOr<std::unique_ptr<EgressController>> controller =
       EgressController::Create();
@@ -116,12 +135,13 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   absl::StatusOr<GuardController> guard = GuardController::Create(guard_mode);
   if (!guard.ok()) return guard.status();
 
-  BlockedSignals blocked;
-  UniqueFd sigfd(::signalfd(-1, &blocked.set(), SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sigfd) return ErrnoError(errno, "signalfd");
-
-  absl::StatusOr<Cgroup> sandbox =
-      Cgroup::Create(absl::StrCat(parent, "/run-", ::getpid()));
+  const std::string sandbox_path = absl::StrCat(parent, "/run-", ::getpid());
+  absl::StatusOr<Cgroup> sandbox = Cgroup::Create(sandbox_path);
+  if (!sandbox.ok() && absl::IsNotFound(sandbox.status()) && default_parent) {
+    // Another run removed the empty parent between our mkdir and now.
+    if (absl::Status s = make_parent(); !s.ok()) return s;
+    sandbox = Cgroup::Create(sandbox_path);
+  }
   if (!sandbox.ok()) return sandbox.status();
   std::unique_ptr<RolloutRecorder> recorder;
   if (!request.record_path.empty()) {
@@ -208,6 +228,23 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   spawn.uid = request.uid;
   spawn.gid = request.gid;
   spawn.new_netns = request.private_netns;
+  // A signal that came while we set up: the command never starts, and
+  // the status is what being killed by that signal would have given.
+  if (signalfd_siginfo early; ::read(sigfd.get(), &early, sizeof(early)) ==
+                              static_cast<ssize_t>(sizeof(early))) {
+    RunSummary interrupted;
+    interrupted.cgroup_path = sandbox->path();
+    interrupted.exit_status = 128 + static_cast<int>(early.ssi_signo);
+    interrupted.interrupted_before_start = true;
+    if (recorder) {
+      FinalCounts final_counts;
+      absl::StatusOr<SandboxCounters> c = (*controller)->Counters(sandbox->id());
+      if (c.ok()) final_counts.kernel = *c;
+      absl::StatusOr<RecordOutcome> outcome = recorder->Finalize(final_counts);
+      if (outcome.ok()) interrupted.record = *std::move(outcome);
+    }
+    return interrupted;
+  }
   absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
   if (!child.ok()) return child.status();
 
@@ -269,6 +306,12 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
 }
 
 std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
+  if (s.interrupted_before_start) {
+    return absl::StrFormat(
+        "sandfence: interrupted by signal %d before the command started; "
+        "nothing ran, everything set up was removed\n",
+        s.exit_status - 128);
+  }
   std::string out = absl::StrFormat(
       "sandfence: phase \"%s\" (%s), egress enforced by cgroup BPF, "
       "process guard: %s\n"

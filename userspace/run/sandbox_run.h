@@ -68,6 +68,9 @@ struct DeniedDestination {
 
 struct RunSummary {
   int exit_status = 0;  // the command's, 128+N for signal N
+  // A signal arrived while the sandbox was set up: the command never ran
+  // (exit_status is 128+N for that signal).
+  bool interrupted_before_start = false;
   std::string cgroup_path;
   SandboxCounters counters;  // the kernel's own counts
   uint64_t events_read = 0;
