@@ -36,8 +36,11 @@ std::string ReadAll(int fd) {
   return s;
 }
 
-// Runs sandfence with args; `on_start` may signal it once it runs.
-Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0) {
+// Runs sandfence with args. With signal_after_ms it gets a SIGTERM that
+// long after it starts; with signal_when_exists, as soon as that file does
+// (the sandboxed command creates it: the command is running).
+Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0,
+                 const std::string& signal_when_exists = "") {
   int out[2], err[2];
   pipe2(out, O_CLOEXEC);
   pipe2(err, O_CLOEXEC);
@@ -57,6 +60,13 @@ Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0) {
   close(err[1]);
   if (signal_after_ms) {
     usleep(signal_after_ms * 1000);
+    kill(pid, SIGTERM);
+  }
+  if (!signal_when_exists.empty()) {
+    for (int i = 0; i < 1000 && access(signal_when_exists.c_str(), F_OK) != 0;
+         ++i) {
+      usleep(10 * 1000);
+    }
     kill(pid, SIGTERM);
   }
   Result r;
@@ -138,14 +148,10 @@ TEST_F(RunCommandTest, UsageErrorsExit64) {
   EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
 }
 
-TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
-  Result r = Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
-                        "sleep 30 & wait"},
-                       /*signal_after_ms=*/500);
-  EXPECT_EQ(r.status, 128 + SIGTERM) << r.err;
+// No run-<pid> sandbox and no empty shared parent may be left behind.
+void ExpectNoSandboxCgroupsLeft() {
   auto mount = FindCgroup2Mount();
   ASSERT_TRUE(mount.ok());
-  // run-<pid> directories are removed on exit.
   std::string leftovers;
   if (DIR* d = opendir((*mount + "/sandfence").c_str())) {
     while (dirent* e = readdir(d)) {
@@ -156,9 +162,38 @@ TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
     closedir(d);
   }
   EXPECT_EQ(leftovers, "");
-  // So is the shared parent, once no sandbox is left in it.
   EXPECT_NE(access((*mount + "/sandfence").c_str(), F_OK), 0)
       << "the empty parent cgroup was left behind";
+}
+
+TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
+  const std::string marker =
+      absl::StrCat("/tmp/sandfence-run-started-", getpid());
+  unlink(marker.c_str());
+  // The command's own child outlives it; it must die with the sandbox.
+  Result r = Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
+                        absl::StrCat("sleep 30 & touch ", marker, "; wait")},
+                       0, marker);
+  unlink(marker.c_str());
+  // The command (sh) was killed by the forwarded signal: 128+15, and the
+  // summary says so, which sandfence dying itself would not print.
+  EXPECT_EQ(r.status, 128 + SIGTERM) << r.err;
+  EXPECT_NE(r.err.find("sandfence: exit 143"), std::string::npos) << r.err;
+  ExpectNoSandboxCgroupsLeft();
+}
+
+TEST_F(RunCommandTest, TermWhileSettingUpStopsBeforeTheCommandStarts) {
+  const std::string marker = absl::StrCat("/tmp/sandfence-run-ran-", getpid());
+  unlink(marker.c_str());
+  // Loading the programs takes far longer than 50 ms.
+  Result r = Sandfence(
+      {"run", "--network-access", "inherit", "--", "touch", marker}, 50);
+  EXPECT_EQ(r.status, 128 + SIGTERM) << r.err;
+  EXPECT_NE(r.err.find("interrupted by signal 15"), std::string::npos)
+      << r.err;
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran";
+  unlink(marker.c_str());
+  ExpectNoSandboxCgroupsLeft();
 }
 
 TEST_F(RunCommandTest, UserAndPrivateNetns) {
