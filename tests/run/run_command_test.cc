@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -39,8 +41,23 @@ std::string ReadAll(int fd) {
 // Runs sandfence with args. With signal_after_ms it gets a SIGTERM that
 // long after it starts; with signal_when_exists, as soon as that file does
 // (the sandboxed command creates it: the command is running).
+// With signal_when_blocking, as soon as sandfence blocks SIGTERM (it is
+// then setting up, well before the command can start).
+bool BlocksTerm(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "SigBlk:")) {
+      uint64_t mask = std::stoull(line.substr(7), nullptr, 16);
+      return (mask >> (SIGTERM - 1)) & 1;
+    }
+  }
+  return false;
+}
+
 Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0,
-                 const std::string& signal_when_exists = "") {
+                 const std::string& signal_when_exists = "",
+                 bool signal_when_blocking = false) {
   int out[2], err[2];
   pipe2(out, O_CLOEXEC);
   pipe2(err, O_CLOEXEC);
@@ -60,6 +77,10 @@ Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0,
   close(err[1]);
   if (signal_after_ms) {
     usleep(signal_after_ms * 1000);
+    kill(pid, SIGTERM);
+  }
+  if (signal_when_blocking) {
+    for (int i = 0; i < 10000 && !BlocksTerm(pid); ++i) usleep(1000);
     kill(pid, SIGTERM);
   }
   if (!signal_when_exists.empty()) {
@@ -185,9 +206,11 @@ TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
 TEST_F(RunCommandTest, TermWhileSettingUpStopsBeforeTheCommandStarts) {
   const std::string marker = absl::StrCat("/tmp/sandfence-run-ran-", getpid());
   unlink(marker.c_str());
-  // Loading the programs takes far longer than 50 ms.
+  // Sent as soon as sandfence blocks SIGTERM, which it does before it loads
+  // anything (hundreds of milliseconds before the command could start).
   Result r = Sandfence(
-      {"run", "--network-access", "inherit", "--", "touch", marker}, 50);
+      {"run", "--network-access", "inherit", "--", "touch", marker}, 0, "",
+      /*signal_when_blocking=*/true);
   EXPECT_EQ(r.status, 128 + SIGTERM) << r.err;
   EXPECT_NE(r.err.find("interrupted by signal 15"), std::string::npos)
       << r.err;
