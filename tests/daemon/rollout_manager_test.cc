@@ -78,7 +78,7 @@ class RolloutManagerTest : public ::testing::Test {
 };
 
 TEST_F(RolloutManagerTest, RestartAdoptsAndMarksTheGap) {
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   manager_->AdoptAndStart();
   absl::StatusOr<v1::StartRolloutResponse> started =
       manager_->Start(Request("r-1"));
@@ -86,7 +86,8 @@ TEST_F(RolloutManagerTest, RestartAdoptsAndMarksTheGap) {
   const std::string cg = started->cgroup_path();
   EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.4", 27001), 1);
 
-  NewManager();  // the old one is gone; the sandbox stays enforced
+  ASSERT_NO_FATAL_FAILURE(
+      NewManager());  // the old one is gone; the sandbox stays enforced
   EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.4", 27002), 1);
   std::vector<std::string> adopted = manager_->AdoptAndStart();
   ASSERT_EQ(adopted, std::vector<std::string>{"r-1"});
@@ -123,7 +124,7 @@ TEST_F(RolloutManagerTest, RestartAdoptsAndMarksTheGap) {
 }
 
 TEST_F(RolloutManagerTest, CleanupDetachesAndRemovesEverything) {
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   manager_->AdoptAndStart();
   absl::StatusOr<v1::StartRolloutResponse> started =
       manager_->Start(Request("c-1"));
@@ -147,7 +148,7 @@ namespace {
 // A sandbox that went away while no daemon ran: the rollout is still
 // adopted, and ends with its record.
 TEST_F(RolloutManagerTest, AdoptsARolloutWhoseSandboxIsGone) {
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   manager_->AdoptAndStart();
   absl::StatusOr<v1::StartRolloutResponse> started =
       manager_->Start(Request("gone-1"));
@@ -155,7 +156,7 @@ TEST_F(RolloutManagerTest, AdoptsARolloutWhoseSandboxIsGone) {
   manager_.reset();
   ASSERT_EQ(rmdir(started->cgroup_path().c_str()), 0) << strerror(errno);
 
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   EXPECT_EQ(manager_->AdoptAndStart(), std::vector<std::string>{"gone-1"});
   absl::StatusOr<v1::EndRolloutResponse> ended = manager_->End("gone-1");
   ASSERT_TRUE(ended.ok()) << ended.status();
@@ -167,7 +168,7 @@ TEST_F(RolloutManagerTest, AdoptsARolloutWhoseSandboxIsGone) {
 // A sandbox the caller owns (cgroup_path) is detached at the end, never
 // killed or removed.
 TEST_F(RolloutManagerTest, ExistingCgroupIsDetachedNotKilled) {
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   manager_->AdoptAndStart();
   const std::string path = dirs_.cgroups + "/theirs";
   ASSERT_EQ(mkdir(path.c_str(), 0755), 0);
@@ -221,7 +222,7 @@ int KeysOfGeneration(const std::string& map_path, uint32_t generation) {
 // switch finds them in the pinned maps by generation and deletes them all,
 // exact and prefix rules alike.
 TEST_F(RolloutManagerTest, AdoptedGenerationIsDeletedAtTheNextSwitch) {
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   manager_->AdoptAndStart();
   v1::StartRolloutRequest req = Request("gen-1");
   v1::AllowRule* cidr = req.mutable_endpoints()->add_allow();
@@ -236,7 +237,7 @@ TEST_F(RolloutManagerTest, AdoptedGenerationIsDeletedAtTheNextSwitch) {
   ASSERT_GT(KeysOfGeneration<sf_cidr4_key>(maps + "sf_cidr4", old_generation),
             0);
 
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   ASSERT_EQ(manager_->AdoptAndStart().size(), 1u);
   EXPECT_EQ(
       ProbeIn(started->cgroup_path(), "tcp-connect", "127.0.0.2", model_.port),
@@ -259,7 +260,7 @@ namespace {
 // Two daemons over the same state and pins would hand out the same
 // generations: the second one is refused, retryably.
 TEST_F(RolloutManagerTest, OneManagerPerStateDirectory) {
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   absl::StatusOr<std::unique_ptr<RolloutManager>> second =
       RolloutManager::Create(options_);
   ASSERT_FALSE(second.ok());
@@ -270,7 +271,7 @@ TEST_F(RolloutManagerTest, OneManagerPerStateDirectory) {
   absl::Status cleanup = RolloutManager::Cleanup(options_);
   EXPECT_EQ(RefusalOf(cleanup), Refusal::kUnavailable) << cleanup;
   manager_.reset();
-  NewManager();  // free again once the first is gone
+  ASSERT_NO_FATAL_FAILURE(NewManager());  // free again once the first is gone
 }
 
 }  // namespace
@@ -290,7 +291,7 @@ TEST_F(RolloutManagerTest, PolicyFileComesFromThePolicyDirectory) {
          "dns { mode: NONE } }\n";
   }
   options_.policy_dir = dir;
-  NewManager();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
   manager_->AdoptAndStart();
   struct Case {
     const char* name;

@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "guard/guard_types.h"
+#include "support/host_probe.h"
 
 namespace sandfence::guard_test {
 namespace {
@@ -380,8 +381,29 @@ uint32_t ActionFor(Outcome o) {
 
 }  // namespace
 
+// Actor commands that make their call through the 32-bit entry.
+static bool UsesInt80(const Scenario& s) {
+  static const char* const kInt80Commands[] = {"open32", "openat2-32",
+                                               "ptrace32-seize"};
+  if (s.args.empty()) return false;
+  for (const char* c : kInt80Commands) {
+    if (s.args[0] == c) return true;
+  }
+  return false;
+}
+
 void GuardWorld::Run(const Scenario& s, const Expect& expect) {
   SCOPED_TRACE(s.description);
+  if (UsesInt80(s)) SANDFENCE_REQUIRE_HOST(sandfence::testing::HostInt80());
+  const std::string command = s.args.empty() ? "" : s.args[0];
+  if (absl::StartsWith(command, "uring")) {
+    SANDFENCE_REQUIRE_HOST(sandfence::testing::HostIoUring());
+  }
+  if (s.actor_uid != kRoot &&
+      (absl::StartsWith(command, "ptrace") ||
+       absl::StartsWith(command, "vm-") || command == "pidfd-getfd")) {
+    SANDFENCE_REQUIRE_HOST(sandfence::testing::HostYamaAllowsPtrace());
+  }
   absl::StatusOr<Target> target =
       StartTarget(s.target_uid, sandboxes_.DirFor(s.target_where));
   ASSERT_TRUE(target.ok()) << target.status();

@@ -13,6 +13,7 @@
 #include "egress/net_event.h"
 #include "records/journal.h"
 #include "records/recorder.h"
+#include "support/host_probe.h"
 #include "support/test_env.h"
 #include "support/test_files.h"
 #include "tests/egress/egress_fixture.h"
@@ -57,6 +58,7 @@ class RecordsE2eTest : public ::testing::Test {
 
   void SetUp() override {
     SANDFENCE_REQUIRE_ROOT();
+    SANDFENCE_REQUIRE_HOST(HostIpv6Loopback());
     auto dir = ScopedTempDir::Create();
     ASSERT_TRUE(dir.ok()) << dir.status();
     dir_.emplace(*std::move(dir));

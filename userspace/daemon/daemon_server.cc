@@ -18,26 +18,6 @@
 #include "daemon/metrics_server.h"
 
 namespace sandfence {
-namespace {
-
-// Pinning needs a bpf filesystem at /sys/fs/bpf; some hosts boot without
-// one mounted.
-absl::Status EnsureBpfFs(const std::string& pin_dir) {
-  constexpr char kBpfFs[] = "/sys/fs/bpf";
-  if (pin_dir.rfind(kBpfFs, 0) != 0) return absl::OkStatus();
-  struct statfs fs {};
-  if (::statfs(kBpfFs, &fs) == 0 && fs.f_type == 0xcafe4a11) {
-    return absl::OkStatus();
-  }
-  if (::mount("bpf", kBpfFs, "bpf", 0, "mode=0700") != 0) {
-    return ErrnoError(errno, "mount bpffs at /sys/fs/bpf");
-  }
-  LogInfo("mounted a bpf filesystem at %s", kBpfFs);
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status RunDaemon(const DaemonOptions& options) {
   if (::geteuid() != 0) {
     return absl::PermissionDeniedError(
@@ -67,9 +47,6 @@ absl::Status RunDaemon(const DaemonOptions& options) {
     return ErrnoError(errno, absl::StrCat("remove stale socket ", path));
   }
 
-  if (absl::Status s = EnsureBpfFs(options.manager.pin_dir); !s.ok()) {
-    return s;
-  }
   absl::StatusOr<std::unique_ptr<RolloutManager>> manager =
       RolloutManager::Create(options.manager);
   if (!manager.ok()) return manager.status();

@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <dirent.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -101,6 +102,21 @@ absl::Status LoadError(int err, absl::string_view what) {
 
 constexpr long kBpfFsMagic = 0xcafe4a11;
 
+// Pinning under /sys/fs/bpf needs a bpf filesystem there; some hosts boot
+// without one mounted.
+absl::Status EnsureBpfFs(const std::string& pin_dir) {
+  constexpr char kBpfFs[] = "/sys/fs/bpf";
+  if (pin_dir.rfind(kBpfFs, 0) != 0) return absl::OkStatus();
+  struct statfs fs {};
+  if (::statfs(kBpfFs, &fs) == 0 && fs.f_type == kBpfFsMagic) {
+    return absl::OkStatus();
+  }
+  if (::mount("bpf", kBpfFs, "bpf", 0, "mode=0700") != 0) {
+    return ErrnoError(errno, "mount a bpf filesystem at /sys/fs/bpf");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MakeDir(const std::string& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     return ErrnoError(errno, absl::StrCat("create ", path));
@@ -173,6 +189,7 @@ absl::StatusOr<std::unique_ptr<EgressController>> EgressController::Create(
                      " is not a power of two of at least a page"));
   }
   if (!options.pin_dir.empty()) {
+    if (absl::Status s = EnsureBpfFs(options.pin_dir); !s.ok()) return s;
     struct statfs fs {};
     if (::statfs(options.pin_dir.c_str(), &fs) != 0 &&
         (MakeDir(options.pin_dir).ok() == false ||
@@ -430,8 +447,7 @@ void EgressController::DeleteEntries(const RuleEntries& e) {
 }
 
 absl::Status EgressController::WriteSandbox(uint64_t cgroup_id,
-                                            uint32_t generation,
-                                            uint32_t flags,
+                                            uint32_t generation, uint32_t flags,
                                             uint64_t map_flags) {
   sf_sandbox value{generation, flags};
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id,
@@ -514,8 +530,8 @@ absl::Status EgressController::SwitchPhase(uint64_t cgroup_id,
   // 1. The new generation is complete before anything can see it.
   if (absl::Status s = WriteEntries(*entries); !s.ok()) return s;
   // 2. One map update flips the sandbox from the old rules to the new.
-  if (absl::Status s = WriteSandbox(cgroup_id, generation,
-                                    SandboxFlags(phase), BPF_EXIST);
+  if (absl::Status s =
+          WriteSandbox(cgroup_id, generation, SandboxFlags(phase), BPF_EXIST);
       !s.ok()) {
     DeleteEntries(*entries);
     return s;

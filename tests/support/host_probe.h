@@ -1,0 +1,43 @@
+// Probes for properties of the host, not of sandfence: a test that needs one
+// asks here and says SKIPPED with the reason when the host lacks it, instead
+// of failing (or passing without testing anything). Each probe runs once per
+// test process and is cached.
+#ifndef SANDFENCE_TESTS_SUPPORT_HOST_PROBE_H_
+#define SANDFENCE_TESTS_SUPPORT_HOST_PROBE_H_
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+
+namespace sandfence::testing {
+
+// The 32-bit system call entry (int $0x80) works for a 64-bit process:
+// some hypervisors fault the instruction (SIGSEGV) though the kernel has
+// CONFIG_IA32_EMULATION. Probed in a child that makes one such call.
+const absl::Status& HostInt80();
+
+// io_uring can be set up by an unconfined root process (kernel.io_uring_
+// disabled may forbid it; then io_uring rows would be refused by the host,
+// not by sandfence, and prove nothing).
+const absl::Status& HostIoUring();
+
+// ::1 is configured on loopback (IPv6 may be disabled on the host).
+const absl::Status& HostIpv6Loopback();
+
+// Yama lets a process ptrace its own descendants (kernel.yama.ptrace_scope
+// absent, 0 or 1); at 2 or 3 only CAP_SYS_PTRACE (or nobody) may, and a
+// non-root test actor's ptrace is refused by Yama before sandfence sees it.
+const absl::Status& HostYamaAllowsPtrace();
+
+}  // namespace sandfence::testing
+
+// Skips the current test with the probe's reason when the host lacks it.
+#define SANDFENCE_REQUIRE_HOST(probe)                     \
+  do {                                                    \
+    const absl::Status& sandfence_host_probe = (probe);   \
+    if (!sandfence_host_probe.ok()) {                     \
+      GTEST_SKIP() << "host lacks what this test needs: " \
+                   << sandfence_host_probe.message();     \
+    }                                                     \
+  } while (0)
+
+#endif  // SANDFENCE_TESTS_SUPPORT_HOST_PROBE_H_
