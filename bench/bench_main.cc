@@ -30,7 +30,7 @@
 #include "bench/suites.h"
 #include "bench/worker.h"
 #include "common/status.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 
 namespace sandfence::bench {
 namespace {

@@ -26,7 +26,7 @@
 #include "bench/worker.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 #include "egress/egress_controller.h"
 #include "egress/spawn.h"
 

@@ -27,7 +27,7 @@
 #include "bench/suites.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 #include "egress/egress_abi.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"

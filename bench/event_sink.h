@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "compile/compiled_policy.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
 

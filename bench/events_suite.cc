@@ -26,7 +26,7 @@
 #include "bench/suites.h"
 #include "bench/worker.h"
 #include "common/status.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 #include "egress/egress_abi.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"

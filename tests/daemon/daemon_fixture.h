@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 #include "egress/spawn.h"
 #include "gtest/gtest.h"
 #include "sandfence/v1/daemon.grpc.pb.h"

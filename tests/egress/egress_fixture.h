@@ -17,7 +17,7 @@
 #include "common/ip.h"
 #include "common/unique_fd.h"
 #include "compile/compiled_policy.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 #include "egress/egress_controller.h"
 #include "egress/spawn.h"
 #include "gtest/gtest.h"

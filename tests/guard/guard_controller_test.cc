@@ -10,7 +10,7 @@
 
 #include "common/status.h"
 #include "gtest/gtest.h"
-#include "guard/sandbox_cgroup.h"
+#include "common/cgroup.h"
 #include "support/test_env.h"
 
 namespace sandfence {
@@ -80,9 +80,9 @@ TEST(GuardController, SandboxBookkeeping) {
   absl::StatusOr<GuardController> guard =
       GuardController::Create(GuardMode::kAuto);
   ASSERT_TRUE(guard.ok()) << guard.status();
-  absl::StatusOr<std::string> root = FindCgroup2Root();
+  absl::StatusOr<std::string> root = FindCgroup2Mount();
   ASSERT_TRUE(root.ok()) << root.status();
-  absl::StatusOr<SandboxCgroup> cg = InspectSandboxCgroup(*root);
+  absl::StatusOr<CgroupRef> cg = InspectCgroup(*root);
   ASSERT_TRUE(cg.ok()) << cg.status();
   EXPECT_EQ(cg->level, 0u) << "the cgroup v2 root is level 0";
 
@@ -110,15 +110,15 @@ TEST(GuardController, SandboxBookkeeping) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(SandboxCgroup, LevelAndIdOfANestedCgroup) {
+TEST(Cgroup, LevelAndIdOfANestedCgroup) {
   SANDFENCE_REQUIRE_ROOT();
-  absl::StatusOr<std::string> root = FindCgroup2Root();
+  absl::StatusOr<std::string> root = FindCgroup2Mount();
   ASSERT_TRUE(root.ok()) << root.status();
   std::string a = *root + "/sf-guard-level-test";
   std::string b = a + "/inner";
   ASSERT_EQ(::mkdir(a.c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(b.c_str(), 0755), 0);
-  absl::StatusOr<SandboxCgroup> cg = InspectSandboxCgroup(a + "/./inner/");
+  absl::StatusOr<CgroupRef> cg = InspectCgroup(a + "/./inner/");
   ::rmdir(b.c_str());
   ::rmdir(a.c_str());
   ASSERT_TRUE(cg.ok()) << cg.status();
@@ -127,13 +127,13 @@ TEST(SandboxCgroup, LevelAndIdOfANestedCgroup) {
   EXPECT_NE(cg->id, 0u);
 }
 
-TEST(SandboxCgroup, ADirectoryOutsideCgroupFsIsMalformed) {
-  absl::StatusOr<SandboxCgroup> cg = InspectSandboxCgroup("/tmp");
+TEST(Cgroup, ADirectoryOutsideCgroupFsIsMalformed) {
+  absl::StatusOr<CgroupRef> cg = InspectCgroup("/tmp");
   EXPECT_EQ(RefusalOf(cg.status()), Refusal::kMalformed) << cg.status();
 }
 
-TEST(SandboxCgroup, NoCgroup2MountIsRejected) {
-  absl::StatusOr<std::string> root = FindCgroup2Root("/dev/null");
+TEST(Cgroup, NoCgroup2MountIsRejected) {
+  absl::StatusOr<std::string> root = FindCgroup2Mount("/dev/null");
   EXPECT_EQ(RefusalOf(root.status()), Refusal::kRejected) << root.status();
 }
 

@@ -81,7 +81,7 @@ std::string DescribeWaitStatus(int status) {
 // --- Sandboxes ---------------------------------------------------------------
 
 absl::StatusOr<Sandboxes> Sandboxes::Create() {
-  absl::StatusOr<std::string> root = FindCgroup2Root();
+  absl::StatusOr<std::string> root = FindCgroup2Mount();
   if (!root.ok()) return root.status();
   Sandboxes s;
   std::string base = absl::StrCat(*root, "/sf-guard-test-", ::getpid());
@@ -94,11 +94,11 @@ absl::StatusOr<Sandboxes> Sandboxes::Create() {
   s.sub_ = base + "/guarded/sub";
   s.unguarded_ = base + "/unguarded";
   s.escape_ = base + "/escape";
-  absl::StatusOr<SandboxCgroup> guarded =
-      InspectSandboxCgroup(base + "/guarded");
+  absl::StatusOr<CgroupRef> guarded =
+      InspectCgroup(base + "/guarded");
   if (!guarded.ok()) return guarded.status();
-  absl::StatusOr<SandboxCgroup> audited =
-      InspectSandboxCgroup(base + "/audited");
+  absl::StatusOr<CgroupRef> audited =
+      InspectCgroup(base + "/audited");
   if (!audited.ok()) return audited.status();
   s.guarded_ = *guarded;
   s.audited_ = *audited;

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "guard/guard_abi.h"
 #include "guard/guard_controller.h"
-#include "guard/sandbox_cgroup.h"
+#include "common/cgroup.h"
 
 namespace sandfence::guard_test {
 
@@ -45,8 +45,8 @@ class Sandboxes {
   Sandboxes& operator=(Sandboxes&&) = delete;
   ~Sandboxes();
 
-  const SandboxCgroup& guarded() const { return guarded_; }
-  const SandboxCgroup& audited() const { return audited_; }
+  const CgroupRef& guarded() const { return guarded_; }
+  const CgroupRef& audited() const { return audited_; }
   // A cgroup outside every sandbox, for escapes to go to.
   const std::string& escape_dir() const { return escape_; }
   // "" for kOutside: stay in the test's cgroup.
@@ -55,8 +55,8 @@ class Sandboxes {
  private:
   Sandboxes() = default;
   std::string base_;
-  SandboxCgroup guarded_;
-  SandboxCgroup audited_;
+  CgroupRef guarded_;
+  CgroupRef audited_;
   std::string sub_, unguarded_, escape_;
 };
 

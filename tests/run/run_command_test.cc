@@ -17,7 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 #include "gtest/gtest.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"

@@ -28,7 +28,7 @@
 #include "daemon/log.h"
 #include "guard/guard_controller.h"
 #include "guard/guard_record.h"
-#include "guard/sandbox_cgroup.h"
+#include "common/cgroup.h"
 #include "policy/policy_loader.h"
 #include "policy/rollout_endpoints.h"
 #include "records/boot_clock.h"
@@ -421,7 +421,7 @@ absl::StatusOr<std::string> RolloutManager::Guard(Rollout* r,
                                                   uint64_t cgroup_id,
                                                   GuardMode mode) {
   if (mode == GuardMode::kOff) return std::string(EnforcerName(Enforcer::kOff));
-  absl::StatusOr<SandboxCgroup> inspected = InspectSandboxCgroup(path);
+  absl::StatusOr<CgroupRef> inspected = InspectCgroup(path);
   if (!inspected.ok()) return inspected.status();
   if (inspected->id != cgroup_id) {
     return absl::NotFoundError(

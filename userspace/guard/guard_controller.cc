@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/cgroup.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "guard/proc_names.h"
@@ -183,6 +184,8 @@ GuardController::~GuardController() = default;
 
 absl::StatusOr<GuardController> GuardController::Create(GuardMode mode) {
   if (mode == GuardMode::kOff) return GuardController(Enforcer::kOff, nullptr);
+  // The programs look sandboxes up by absolute cgroup level.
+  if (absl::Status s = CheckCgroupLevelsAbsolute(); !s.ok()) return s;
 
   std::string fallback;
   if (mode == GuardMode::kAuto || mode == GuardMode::kLsm) {

@@ -37,7 +37,7 @@ absl::Status ProbeBpfLsm();
 
 struct GuardedSandbox {
   uint64_t cgroup_id = 0;
-  uint32_t level = 0;  // depth under the cgroup v2 root (SandboxCgroup)
+  uint32_t level = 0;  // depth under the cgroup v2 root (CgroupRef::level)
   // Record what would have been stopped, stop nothing.
   bool audit_only = false;
   // Signal mode: kill for cmdline/stat/status too, instead of auditing.

@@ -21,11 +21,11 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "egress/cgroup.h"
+#include "common/cgroup.h"
 #include "egress/spawn.h"
 #include "guard/guard_controller.h"
 #include "guard/guard_record.h"
-#include "guard/sandbox_cgroup.h"
+#include "common/cgroup.h"
 
 namespace sandfence {
 namespace {
@@ -186,8 +186,8 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   summary.guard_fallback = guard->fallback_reason();
   if (recorder) recorder->SetGuardEnforcement(summary.guard_enforcer);
   if (guard->enforcer() != Enforcer::kOff) {
-    absl::StatusOr<SandboxCgroup> inspected =
-        InspectSandboxCgroup(sandbox->path());
+    absl::StatusOr<CgroupRef> inspected =
+        InspectCgroup(sandbox->path());
     if (!inspected.ok()) return inspected.status();
     GuardedSandbox guarded;
     guarded.cgroup_id = inspected->id;
