@@ -29,8 +29,8 @@
 #include "bench/report.h"
 #include "bench/suites.h"
 #include "bench/worker.h"
-#include "common/status.h"
 #include "common/cgroup.h"
+#include "common/status.h"
 
 namespace sandfence::bench {
 namespace {

@@ -24,9 +24,9 @@
 #include "bench/nft_sidecar.h"
 #include "bench/suites.h"
 #include "bench/worker.h"
+#include "common/cgroup.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "common/cgroup.h"
 #include "egress/egress_controller.h"
 #include "egress/spawn.h"
 
@@ -129,7 +129,7 @@ class ConnectSuite {
 
 absl::Status ConnectSuite::SetUp() {
   absl::StatusOr<std::unique_ptr<EgressController>> c =
-      EgressController::Create();
+      EgressController::Create(BenchHost());
   if (!c.ok()) return c.status();
   controller_ = *std::move(c);
 
@@ -145,9 +145,12 @@ absl::Status ConnectSuite::SetUp() {
   listeners_ = *std::move(l);
 
   const size_t first_rules = o_.connect_rules.front();
-  absl::Status s = controller_->AddSandbox(
-      sb_->fd(), sb_->id(),
-      AllowlistPhase(first_rules, listeners_.tcp_port, listeners_.udp_port));
+  absl::Status s =
+      controller_
+          ->AddSandbox(sb_->fd(), sb_->ref(),
+                       AllowlistPhase(first_rules, listeners_.tcp_port,
+                                      listeners_.udp_port))
+          .status();
   if (!s.ok()) return s;
 
   // nftables is the comparison, not the subject: without it the suite
@@ -194,7 +197,8 @@ absl::Status ConnectSuite::GrowFillers(size_t sandboxes) {
     if (!dir.ok()) return dir.status();
     absl::Status s;
     if (budget > 0) {
-      s = controller_->AddSandbox(dir->fd.get(), dir->id, FillerPhase(k));
+      s = controller_->AddSandbox(dir->fd.get(), dir->ref(), FillerPhase(k))
+              .status();
       --budget;
       ++attached_fillers_;
     } else {
@@ -360,7 +364,8 @@ absl::Status ConnectSuite::MeasureBreakdown(size_t sandboxes, size_t rules,
         AllowlistPhase(rules, listeners_.tcp_port, listeners_.udp_port);
     phase.access = v.access;
     phase.audit_allowed = v.audit;
-    if (absl::Status s = controller_->AddSandbox(cg->fd(), cg->id(), phase);
+    if (absl::Status s =
+            controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
         !s.ok()) {
       return s;
     }
@@ -429,9 +434,12 @@ absl::Status ConnectSuite::Run() {
     if (absl::Status s = GrowFillers(sandboxes); !s.ok()) return s;
     for (size_t rules : o_.connect_rules) {
       if (g_interrupted) return absl::CancelledError("interrupted");
-      absl::Status s = controller_->SwitchPhase(
-          sb_->id(),
-          AllowlistPhase(rules, listeners_.tcp_port, listeners_.udp_port));
+      absl::Status s =
+          controller_
+              ->SwitchPhase(sb_->id(),
+                            AllowlistPhase(rules, listeners_.tcp_port,
+                                           listeners_.udp_port))
+              .status();
       if (!s.ok()) return s;
       if (nft_) {
         s = nft_->ReplaceAddresses(0, AllowlistAddresses(rules));

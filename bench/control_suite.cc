@@ -25,9 +25,9 @@
 #include "bench/fillers.h"
 #include "bench/host.h"
 #include "bench/suites.h"
+#include "common/cgroup.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "common/cgroup.h"
 #include "egress/egress_abi.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
@@ -209,7 +209,7 @@ absl::Status RunControlSuite(const BenchOptions& o, Report* report) {
   if (!before.ok()) return before.status();
 
   absl::StatusOr<std::unique_ptr<EgressController>> created =
-      EgressController::Create();
+      EgressController::Create(BenchHost());
   if (!created.ok()) return created.status();
   std::unique_ptr<EgressController> controller = *std::move(created);
   absl::StatusOr<std::vector<MapMemory>> maps_empty = ReadMapMemory();
@@ -233,7 +233,8 @@ absl::Status RunControlSuite(const BenchOptions& o, Report* report) {
     if (!dir.ok()) return dir.status();
     const CompiledPhase phase = FillerPhase(k);
     const uint64_t t2 = MonoNs();
-    absl::Status s = controller->AddSandbox(dir->fd.get(), dir->id, phase);
+    absl::Status s =
+        controller->AddSandbox(dir->fd.get(), dir->ref(), phase).status();
     const uint64_t t3 = MonoNs();
     if (!s.ok()) return s;
     mkdir_us.push_back((t1 - t0) / 1e3);
@@ -346,8 +347,11 @@ absl::Status RunControlSuite(const BenchOptions& o, Report* report) {
           for (auto _ : st) {
             // Alternate between two allowlists of the same size.
             const auto& pair = phases[i];
-            absl::Status s = controller->SwitchPhase(
-                subject, (flips[i]++ % 2) ? pair.second : pair.first);
+            absl::Status s =
+                controller
+                    ->SwitchPhase(subject,
+                                  (flips[i]++ % 2) ? pair.second : pair.first)
+                    .status();
             if (!s.ok()) {
               st.SkipWithError(std::string(s.message()).c_str());
               break;

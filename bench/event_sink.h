@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "compile/compiled_policy.h"
 #include "common/cgroup.h"
+#include "compile/compiled_policy.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
 

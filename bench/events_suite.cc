@@ -22,11 +22,12 @@
 #include "absl/strings/str_format.h"
 #include "bench/allowlist.h"
 #include "bench/event_sink.h"
+#include "bench/fillers.h"
 #include "bench/host.h"
 #include "bench/suites.h"
 #include "bench/worker.h"
-#include "common/status.h"
 #include "common/cgroup.h"
+#include "common/status.h"
 #include "egress/egress_abi.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
@@ -123,7 +124,8 @@ absl::StatusOr<RunResult> EventsSuite::RunOnce(uint64_t rate, int ms,
   if (!cg.ok()) return cg.status();
   const CompiledPhase phase = DenyAllPhase();
   if (absl::Status s = sink->Open(*cg, phase); !s.ok()) return s;
-  if (absl::Status s = controller_->AddSandbox(cg->fd(), cg->id(), phase);
+  if (absl::Status s =
+          controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
       !s.ok()) {
     return s;
   }
@@ -526,7 +528,7 @@ absl::Status EventsSuite::Stall() {
 
 absl::Status EventsSuite::Run() {
   absl::StatusOr<std::unique_ptr<EgressController>> c =
-      EgressController::Create();
+      EgressController::Create(BenchHost());
   if (!c.ok()) return c.status();
   controller_ = *std::move(c);
   absl::StatusOr<std::unique_ptr<NetEventReader>> reader =

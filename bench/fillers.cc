@@ -59,6 +59,14 @@ CgroupDirs::~CgroupDirs() {
   }
 }
 
+HostState* BenchHost() {
+  static HostState* host = [] {
+    absl::StatusOr<std::unique_ptr<HostState>> h = HostState::Open({});
+    return h.ok() ? h->release() : nullptr;
+  }();
+  return host;
+}
+
 absl::StatusOr<CgroupDirs::Dir> CgroupDirs::Make(const std::string& name) {
   Dir d;
   d.path = absl::StrCat(parent_, "/", name);
@@ -73,6 +81,12 @@ absl::StatusOr<CgroupDirs::Dir> CgroupDirs::Make(const std::string& name) {
     return ErrnoError(errno, absl::StrCat("stat ", d.path));
   }
   d.id = st.st_ino;
+  // One below the parent, whose level is counted once.
+  if (level_ == 0) {
+    absl::StatusOr<CgroupRef> parent = InspectCgroup(parent_);
+    level_ = parent.ok() ? parent->level + 1 : 1;
+  }
+  d.level = level_;
   return d;
 }
 
@@ -138,7 +152,9 @@ absl::Status MapOnlySandboxes::Add(uint64_t cgroup_id,
   if (s.ok()) s = WriteAll(cidr6_.get(), entries.cidr6);
   if (!s.ok()) return s;
   sf_counters zero{};
-  sf_sandbox sb{generation, SandboxFlags(phase)};
+  sf_sandbox sb{};
+  sb.generation = generation;
+  sb.flags = SandboxFlags(phase);
   if (bpf_map_update_elem(counters_.get(), &cgroup_id, &zero, BPF_ANY) != 0 ||
       bpf_map_update_elem(sandboxes_.get(), &cgroup_id, &sb, BPF_NOEXIST) !=
           0) {

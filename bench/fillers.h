@@ -19,10 +19,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/cgroup.h"
 #include "common/unique_fd.h"
 #include "compile/compiled_policy.h"
 #include "egress/egress_controller.h"
 #include "egress/rule_entries.h"
+#include "host/host_state.h"
 
 namespace sandfence::bench {
 
@@ -31,6 +33,10 @@ inline constexpr int kFdsPerSandbox = 6;
 // How many more sandboxes the controller can attach in this process: the
 // fds left under the soft limit, less a reserve, over kFdsPerSandbox.
 size_t SandboxFdBudget();
+
+// The benchmarks' own host state: private, nothing pinned or shared with a
+// daemon or `sandfence run` on the same machine.
+HostState* BenchHost();
 
 // Sandbox cgroup directories that keep no fd open, removed on destruction.
 class CgroupDirs {
@@ -44,6 +50,8 @@ class CgroupDirs {
     std::string path;
     uint64_t id = 0;
     UniqueFd fd;  // for AddSandbox; close it afterwards
+    CgroupRef ref() const { return CgroupRef{path, id, level}; }
+    uint32_t level = 0;
   };
   // mkdir, open and stat: what Cgroup::Create does.
   absl::StatusOr<Dir> Make(const std::string& name);
@@ -51,6 +59,7 @@ class CgroupDirs {
 
  private:
   std::string parent_;
+  uint32_t level_ = 0;
   std::vector<std::string> paths_;
 };
 

@@ -21,6 +21,9 @@
 
 #include "egress/egress_verdict.bpf.h"
 
+/* IPv6 extension headers the backstop skips before the transport header. */
+#define SF_MAX_IPV6_EXT 4
+
 #ifndef SOCK_RAW
 #define SOCK_RAW 3
 #endif
@@ -40,10 +43,22 @@ const volatile __u64 sf_host_netns = 0;
  */
 const volatile bool sf_skb_has_netns_cookie = false;
 
-struct {
+/*
+ * Events go to the ring of the process that owns the sandbox (its driver
+ * slot, sf_sandbox.ring): several processes share these programs, and each
+ * reads only its own ring. A slot without a ring counts the event as lost.
+ */
+struct sf_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22); /* the controller may resize it */
-} sf_events SEC(".maps");
+	__uint(max_entries, 1 << 22);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, SF_MAX_DRIVERS);
+	__type(key, __u32);
+	__array(values, struct sf_ring);
+} sf_rings SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -108,12 +123,13 @@ static __always_inline bool sf_should_record_allow(__u64 id,
  */
 static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
 				      const struct sf_decision *dec,
-				      __u32 generation, __u8 hook,
-				      __u8 sock_type, bool task)
+				      __u32 generation, __u32 ring_slot,
+				      __u8 hook, __u8 sock_type, bool task)
 {
 	struct sf_counters *c = sf_counters_of(sandbox);
-	struct sf_net_event *e;
+	struct sf_net_event *e = NULL;
 	__u64 pid_tgid, uid_gid;
+	void *ring;
 
 	if (c) {
 		if (dec->verdict == SF_VERDICT_ALLOW)
@@ -122,7 +138,9 @@ static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
 			__sync_fetch_and_add(&c->denied, 1);
 	}
 
-	e = bpf_ringbuf_reserve(&sf_events, sizeof(*e), 0);
+	ring = bpf_map_lookup_elem(&sf_rings, &ring_slot);
+	if (ring)
+		e = bpf_ringbuf_reserve(ring, sizeof(*e), 0);
 	if (!e) {
 		if (c)
 			__sync_fetch_and_add(&c->events_lost, 1);
@@ -168,6 +186,10 @@ struct sf_walk {
 	__u8 sock_type;
 	__u8 sock_check;
 	__u8 found;
+	/* The task (or socket) sits below SF_MAX_CGROUP_DEPTH. */
+	__u8 too_deep;
+	__u8 ring;
+	__u16 pad;
 	/* The last sandbox that allowed, or the first that denied. */
 	struct sf_decision dec;
 	__u64 id;
@@ -207,8 +229,8 @@ static long sf_walk_level(__u32 level, void *ctx)
 	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
 	if (!sb)
 		return 0;
-	/* One 8-byte load: a concurrent update of the element (a phase
-	 * switch) can never pair one generation with the other's flags. */
+	/* One copy: the element is replaced, never rewritten (the map is not
+	 * preallocated), so generation and flags always belong together. */
 	struct sf_sandbox s = *sb;
 
 	if (w->sock_check)
@@ -220,6 +242,7 @@ static long sf_walk_level(__u32 level, void *ctx)
 	w->id = id;
 	w->generation = s.generation;
 	w->flags = s.flags;
+	w->ring = s.ring;
 	/* A nested sandbox narrows its parent's policy, never widens it. */
 	return dec.verdict == SF_VERDICT_DENY;
 }
@@ -236,13 +259,22 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 	if (!w->found) {
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX,
 		       SF_NO_RULE);
-		/* Counted under sandbox 0, one entry for all: the task's
-		 * cgroup is in the event, and no counter leaks per cgroup. */
-		sf_record(0, &w->d, &w->dec, 0, hook, w->sock_type, true);
+		/* Counted under sandbox 0, one entry for all; no process owns
+		 * such a denial, so it goes to no ring (counted as lost). */
+		sf_record(0, &w->d, &w->dec, 0, SF_MAX_DRIVERS, hook,
+			  w->sock_type, true);
+		return 0;
+	}
+	/* Sandboxes below the walk's reach would go unjudged: deny. */
+	if (w->too_deep) {
+		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
+		       SF_NO_RULE);
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
+			  w->sock_type, true);
 		return 0;
 	}
 	if (w->dec.verdict == SF_VERDICT_DENY) {
-		sf_record(w->id, &w->d, &w->dec, w->generation, hook,
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
 			  w->sock_type, true);
 		return 0;
 	}
@@ -253,7 +285,7 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 				 .flags = w->flags };
 
 	if (sf_should_record_allow(w->id, &sb, &w->d)) {
-		sf_record(w->id, &w->d, &w->dec, w->generation, hook,
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
 			  w->sock_type, true);
 	} else {
 		struct sf_counters *c = sf_counters_of(w->id);
@@ -282,8 +314,10 @@ static __always_inline void sf_current_ancestors(struct sf_walk *w)
 	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
 		w->ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
 		if (!w->ids[level])
-			break;
+			return;
 	}
+	w->too_deep =
+		bpf_get_current_ancestor_cgroup_id(SF_MAX_CGROUP_DEPTH + 1) != 0;
 }
 
 static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx)
@@ -397,11 +431,17 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		if (!w->ids[level])
 			break;
 	}
+	if (w->ids[SF_MAX_CGROUP_DEPTH - 1])
+		w->too_deep = bpf_skb_ancestor_cgroup_id(
+				      skb, SF_MAX_CGROUP_DEPTH + 1) != 0;
 	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_walk_level, w, 0);
+	if (w->found && w->too_deep)
+		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
+		       SF_NO_RULE);
 	/* Unlike the hooks, no sandbox here is not a denial: the backstop only
 	 * catches what a sandbox's rules forbid. */
 	if (w->found && w->dec.verdict == SF_VERDICT_DENY) {
-		sf_record(w->id, &w->d, &w->dec, w->generation,
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring,
 			  SF_HOOK_SKB_EGRESS, 0, false);
 		return 0;
 	}
@@ -443,19 +483,29 @@ int sf_skb_egress(struct __sk_buff *skb)
 			return 1;
 		l4_off = sizeof(ip6);
 		w.d.protocol = ip6.nexthdr;
-		if (w.d.protocol == 44 /* NEXTHDR_FRAGMENT */) {
+		/* Skip the extension headers a sending socket may add (hop-by-
+		 * hop, routing, destination options, fragment): the transport
+		 * header follows them. */
+		for (int i = 0; i < SF_MAX_IPV6_EXT; i++) {
 			struct {
-				__u8 nexthdr, reserved;
+				__u8 nexthdr, hdrlen;
 				__be16 frag_off;
-				__be32 id;
-			} fh;
+			} eh;
 
-			if (bpf_skb_load_bytes(skb, l4_off, &fh, sizeof(fh)))
+			if (w.d.protocol != 0 && w.d.protocol != 43 &&
+			    w.d.protocol != 44 && w.d.protocol != 60)
+				break;
+			if (bpf_skb_load_bytes(skb, l4_off, &eh, sizeof(eh)))
 				return 1;
-			if (fh.frag_off & bpf_htons(0xfff8))
-				return 1;
-			w.d.protocol = fh.nexthdr;
-			l4_off += sizeof(fh);
+			if (w.d.protocol == 44) {
+				/* Non-first fragments carry no ports. */
+				if (eh.frag_off & bpf_htons(0xfff8))
+					return 1;
+				l4_off += 8;
+			} else {
+				l4_off += (eh.hdrlen + 1) * 8;
+			}
+			w.d.protocol = eh.nexthdr;
 		}
 		sf_dest_from6(&w.d, ip6.daddr.in6_u.u6_addr32);
 	} else {

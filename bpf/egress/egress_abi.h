@@ -14,14 +14,21 @@
 #include <linux/types.h>
 #endif
 
+#include "host/host_abi.h"
+
 #ifdef __cplusplus
 #define SF_STATIC_ASSERT static_assert
 #else
 #define SF_STATIC_ASSERT _Static_assert
 #endif
 
-/* How deep below the cgroup root the programs look for a sandbox. */
+/*
+ * How deep below the cgroup root the programs look for a sandbox: a sandbox
+ * deeper than this is refused, and a task deeper than this in a sandbox is
+ * denied (its ancestry cannot be judged whole).
+ */
 #define SF_MAX_CGROUP_DEPTH 16
+
 /* Port ranges one CIDR entry can hold (the compiler refuses more). */
 #define SF_MAX_PORT_RANGES 8
 /* No rule matched / no rule applies. */
@@ -38,12 +45,22 @@
 #define SF_SB_AUDIT_ALLOW_ALL (1u << 2)   /* an event for every allow */
 #define SF_SB_AUDIT_ALLOW_FIRST (1u << 3) /* ...for the first per destination */
 
-/* Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). */
+/*
+ * Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). The map
+ * is not preallocated, so an update replaces the whole element and a
+ * program reading it sees the old value or the new one, never a mix.
+ */
 struct sf_sandbox {
 	__u32 generation; /* keys the rule maps; flipped on a phase switch */
 	__u32 flags;
+	/* The owner's index of the phase in force: written in the same update
+	 * as the generation, so the kernel is the truth about the phase. */
+	__u16 phase;
+	__u8 ring;   /* the owner's slot in sf_rings: where its events go */
+	__u8 pad;
+	__u32 reserved;
 };
-SF_STATIC_ASSERT(sizeof(struct sf_sandbox) == 8, "sf_sandbox layout");
+SF_STATIC_ASSERT(sizeof(struct sf_sandbox) == 16, "sf_sandbox layout");
 
 /* Value of sf_counters, keyed by the sandbox cgroup's id. */
 struct sf_counters {
@@ -165,6 +182,8 @@ enum sf_reason {
 	SF_REASON_NO_SANDBOX = 5,    /* hook ran but no sandbox is known */
 	SF_REASON_SOCKET_TYPE = 6,   /* raw socket in a restricted sandbox */
 	SF_REASON_PROTOCOL = 7,      /* not TCP or UDP in a restricted sandbox */
+	/* the task sits deeper than SF_MAX_CGROUP_DEPTH: not judged whole */
+	SF_REASON_TOO_DEEP = 8,
 };
 
 struct sf_net_event {
@@ -211,6 +230,6 @@ struct sf_harness_in {
 	__u16 pad2;
 	__u32 addr[4]; /* as in sockaddr: IPv6 may be v4-mapped */
 };
-SF_STATIC_ASSERT(sizeof(struct sf_harness_in) == 32, "sf_harness_in layout");
+SF_STATIC_ASSERT(sizeof(struct sf_harness_in) == 40, "sf_harness_in layout");
 
 #endif /* SANDFENCE_BPF_EGRESS_ABI_H */

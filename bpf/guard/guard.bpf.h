@@ -48,10 +48,15 @@
 #define SF_NR32_VM_READV 347
 #define SF_NR32_VM_WRITEV 348
 
-/* Sandboxes: cgroup id -> mode. Only the sandbox roots are keys. */
+/*
+ * Sandboxes: cgroup id -> mode. Only the sandbox roots are keys. Not
+ * preallocated: an update replaces the element, so a reader never sees a
+ * mode of one value with the ring of another.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64);
 	__type(value, struct sf_guard_sandbox);
 } sf_guarded SEC(".maps");
@@ -72,19 +77,43 @@ struct {
 	__type(value, struct sf_procname_kind);
 } sf_procnames SEC(".maps");
 
-struct {
+/*
+ * One copy of the guard serves every sandfence process on the host; each
+ * reads its events from its own ring (its driver slot, sf_guard_sandbox.
+ * ring). A slot without a ring counts the event as lost.
+ */
+struct sf_gring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
-} sf_gevents SEC(".maps");
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, SF_MAX_DRIVERS);
+	__type(key, __u32);
+	__array(values, struct sf_gring);
+} sf_grings SEC(".maps");
 
 /*
- * Bit L set: some guarded sandbox sits at cgroup level L. A task's sandbox
- * is looked up only at those levels of its ancestry, so a task outside
- * every sandbox costs one map miss per distinct level (usually one).
+ * sf_glevels[0], bit L set: some guarded sandbox sits at cgroup level L. A
+ * task's sandbox is looked up only at those levels of its ancestry, so a
+ * task outside every sandbox costs one map miss per distinct level
+ * (usually one). Written by user space.
  */
-volatile __u64 sf_glevels = 0;
-/* Lost events whose sandbox had no sf_glost entry. */
-__u64 sf_glost_other = 0;
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sf_glevels SEC(".maps");
+
+/* sf_glost_other[0]: lost events whose sandbox had no sf_glost entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sf_glost_other SEC(".maps");
 
 /* kernfs_node::parent became __parent in 6.15; read whichever exists. */
 struct kernfs_node___new {
@@ -111,6 +140,7 @@ struct sf_sandbox_ref {
 	__u32 level;
 	__u32 mode;
 	__u32 flags;
+	__u32 ring;
 };
 
 static __always_inline struct cgroup *sf_task_cgroup(struct task_struct *t)
@@ -150,11 +180,16 @@ static __always_inline bool sf_cgroup_within(struct cgroup *cg,
 static __always_inline bool sf_find_sandbox(struct task_struct *t,
 					    struct sf_sandbox_ref *sb)
 {
-	__u64 mask = sf_glevels;
 	struct sf_guard_sandbox *v;
 	struct cgroup *cg;
+	__u32 zero = 0;
+	__u64 *levels, mask;
 	int level;
 
+	levels = bpf_map_lookup_elem(&sf_glevels, &zero);
+	if (!levels)
+		return false;
+	mask = *levels;
 	if (!mask)
 		return false;
 	cg = sf_task_cgroup(t);
@@ -178,6 +213,7 @@ static __always_inline bool sf_find_sandbox(struct task_struct *t,
 		sb->level = l;
 		sb->mode = v->mode;
 		sb->flags = v->flags;
+		sb->ring = v->ring;
 		return true;
 	}
 	return false;
@@ -318,16 +354,20 @@ static __always_inline void sf_emit(const struct sf_sandbox_ref *sb,
 				    struct task_struct *target,
 				    const char *name, __u32 name_len)
 {
-	struct sf_guard_event *ev;
+	struct sf_guard_event *ev = NULL;
+	__u32 ring_slot = sb->ring, zero = 0;
 	__u64 *lost;
+	void *ring;
 
-	ev = bpf_ringbuf_reserve(&sf_gevents, sizeof(*ev), 0);
+	ring = bpf_map_lookup_elem(&sf_grings, &ring_slot);
+	if (ring)
+		ev = bpf_ringbuf_reserve(ring, sizeof(*ev), 0);
 	if (!ev) {
 		lost = bpf_map_lookup_elem(&sf_glost, &sb->id);
+		if (!lost)
+			lost = bpf_map_lookup_elem(&sf_glost_other, &zero);
 		if (lost)
 			__sync_fetch_and_add(lost, 1);
-		else
-			__sync_fetch_and_add(&sf_glost_other, 1);
 		return;
 	}
 	__builtin_memset(ev, 0, sizeof(*ev));

@@ -13,6 +13,8 @@
 #include <linux/types.h>
 #endif
 
+#include "host/host_abi.h"
+
 #ifdef __cplusplus
 #define SF_GUARD_ASSERT(cond, msg) static_assert(cond, msg)
 #else
@@ -40,8 +42,10 @@ enum sf_guard_flag {
 struct sf_guard_sandbox {
 	__u32 mode;  /* enum sf_guard_mode */
 	__u32 flags; /* enum sf_guard_flag */
+	__u32 ring;  /* the owner's driver slot: where its events go */
+	__u32 level; /* the sandbox's cgroup level (sf_glevels is their union) */
 };
-SF_GUARD_ASSERT(sizeof(struct sf_guard_sandbox) == 8,
+SF_GUARD_ASSERT(sizeof(struct sf_guard_sandbox) == 16,
 		"sf_guard_sandbox is shared with user space");
 
 /* sf_procnames: which /proc/<pid>/ entry is what. */
@@ -94,7 +98,7 @@ struct sf_procname_kind {
 };
 SF_GUARD_ASSERT(sizeof(struct sf_procname_kind) == 8, "sf_procname_kind");
 
-/* Events, one per judged access, through the ring buffer sf_gevents. */
+/* Events, one per judged access, through the owner's ring in sf_grings. */
 enum sf_guard_enforcer {
 	SF_ENFORCER_LSM = 1,
 	SF_ENFORCER_SIGNAL = 2,

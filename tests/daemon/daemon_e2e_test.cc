@@ -22,6 +22,7 @@
 #include "egress/egress_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "records/journal.h"
 #include "support/test_env.h"
 
 namespace sandfence::testing {
@@ -195,7 +196,7 @@ TEST_F(DaemonTest, LifecycleEnforcesEachPhaseAndRecordsIt) {
   const v1::RolloutRecord& rec = ended.record();
   EXPECT_EQ(rec.rollout_id(), "life-1");
   EXPECT_TRUE(rec.complete());
-  EXPECT_FALSE(rec.lossy()) << absl::StrJoin(rec.warning(), "\n");
+  EXPECT_FALSE(rec.lossy()) << absl::StrJoin(WarningTexts(rec), "\n");
   ASSERT_EQ(rec.timeline_size(), 3);
   EXPECT_EQ(rec.timeline(0).name(), "setup");
   EXPECT_EQ(rec.timeline(2).name(), "verify");
@@ -397,7 +398,7 @@ TEST_F(DaemonTest, BorrowedSandboxOnlyWithInherit) {
   v1::EndRolloutResponse ended;
   ASSERT_TRUE(End("borrower-1", &ended).ok());
   EXPECT_FALSE(ended.record().lossy())
-      << absl::StrJoin(ended.record().warning(), "\n");
+      << absl::StrJoin(WarningTexts(ended.record()), "\n");
   // Still enforced for the owner after the borrower left.
   EXPECT_EQ(
       ProbeIn(owner.cgroup_path(), "tcp-connect", "127.0.0.4", forbidden_.port),
@@ -449,7 +450,7 @@ TEST_F(DaemonTest, FiftyConcurrentRolloutsDoNotCrossTalk) {
             "agent tcp " + mine + " deny", "setup tcp " + mine + " deny"}));
     EXPECT_EQ(records[i].timeline_size(), 5);
     EXPECT_FALSE(records[i].lossy())
-        << absl::StrJoin(records[i].warning(), "\n");
+        << absl::StrJoin(WarningTexts(records[i]), "\n");
   }
   EXPECT_EQ(List().rollout_size(), 0);
 }
@@ -534,7 +535,7 @@ TEST_F(DaemonTest, SigkillKeepsEnforcingAndRestartAdopts) {
   ASSERT_TRUE(SetPhase("crash-1", "verify").ok());
   EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.3", tool_.port), kDenied);
   EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.4", 22003), kDenied);
-  // The guard (not pinned) governs the adopted sandbox again.
+  // The guard (pinned) still governs the adopted sandbox.
   {
     CaplessRootProcess target;
     ASSERT_GT(target.pid(), 0);
@@ -549,11 +550,11 @@ TEST_F(DaemonTest, SigkillKeepsEnforcingAndRestartAdopts) {
   EXPECT_TRUE(rec.lossy());
   EXPECT_TRUE(rec.complete());
   bool gap = false;
-  for (const std::string& w : rec.warning()) {
-    gap |= absl::StrContains(w, "daemon gap") &&
-           absl::StrContains(w, "process guard");
+  for (const v1::RecordWarning& w : rec.warning()) {
+    gap |= w.kind() == v1::WARNING_HANDOVER &&
+           absl::StrContains(w.text(), "process guard");
   }
-  EXPECT_TRUE(gap) << absl::StrJoin(rec.warning(), "\n");
+  EXPECT_TRUE(gap) << absl::StrJoin(WarningTexts(rec), "\n");
   std::multiset<std::string> attempts = Attempts(rec);
   // What the kernel reported while no daemon ran waited in the pinned ring
   // buffer and was read after adoption.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -19,6 +20,7 @@
 #include "egress/egress_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "records/journal.h"
 #include "support/test_env.h"
 
 namespace sandfence::testing {
@@ -112,10 +114,10 @@ TEST_F(RolloutManagerTest, RestartAdoptsAndMarksTheGap) {
   ASSERT_TRUE(ended.ok()) << ended.status();
   EXPECT_EQ(ended->journal_path_size(), 2);
   bool gap = false;
-  for (const std::string& w : ended->record().warning()) {
-    gap |= absl::StartsWith(w, "daemon gap");
+  for (const v1::RecordWarning& w : ended->record().warning()) {
+    gap |= w.kind() == v1::WARNING_HANDOVER;
   }
-  EXPECT_TRUE(gap);
+  EXPECT_TRUE(gap) << absl::StrJoin(WarningTexts(ended->record()), "\n");
   EXPECT_TRUE(ended->record().lossy());
   ASSERT_EQ(ended->record().timeline_size(), 3);  // a | a (adopted) | b
   EXPECT_EQ(ended->record().timeline(1).name(), "a");

@@ -30,7 +30,7 @@ class EgressE2eTest : public ::testing::Test {
     // Loaded once, in a test (not SetUpTestSuite) so that a kernel that
     // refuses the programs fails every case instead of skipping them.
     if (!controller_) {
-      auto c = EgressController::Create();
+      auto c = EgressController::Create(PrivateHost());
       ASSERT_TRUE(c.ok()) << c.status();
       controller_ = c->release();
     }
@@ -50,7 +50,8 @@ class EgressE2eTest : public ::testing::Test {
     auto cg = Cgroup::Create(
         absl::StrCat(TestCgroupRoot(), "/sb", ++n, "-", getpid()));
     EXPECT_TRUE(cg.ok()) << cg.status();
-    absl::Status s = controller_->AddSandbox(cg->fd(), cg->id(), phase);
+    absl::Status s =
+        controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
     EXPECT_TRUE(s.ok()) << s;
     sandbox_ids_.push_back(cg->id());
     return *std::move(cg);
@@ -208,8 +209,8 @@ TEST_F(EgressE2eTest, DenyAllWithNoRulesDeniesEverything) {
 }
 
 TEST_F(EgressE2eTest, CidrAndPortRangeRules) {
-  Cgroup sb = NewSandbox(
-      Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.0/30", 1, 65535)}));
+  Cgroup sb =
+      NewSandbox(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.0/30", 1, 65535)}));
   EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.2", Port(model_.port)}), 0);
   EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.3", Port(tool_.port)}), 0);
   EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)}),
@@ -252,8 +253,8 @@ TEST_F(EgressE2eTest, PhaseSwitchUnderAStreamOfConnects) {
   auto stream = [&](const char* addr, uint16_t port, int want) {
     SpawnOptions o;
     o.cgroup_fd = sb.fd();
-    o.argv = {NetProbePath(), "--repeat", "3000", "--want",
-              std::to_string(want), "tcp-connect", addr, Port(port)};
+    o.argv = {NetProbePath(),       "--repeat",    "3000", "--want",
+              std::to_string(want), "tcp-connect", addr,   Port(port)};
     auto pid = SpawnInCgroup(o);
     EXPECT_TRUE(pid.ok()) << pid.status();
     return pid.ok() ? *pid : -1;
@@ -267,7 +268,8 @@ TEST_F(EgressE2eTest, PhaseSwitchUnderAStreamOfConnects) {
     return kill(pid, 0) == 0 && waitpid(pid, nullptr, WNOHANG | WNOWAIT) == 0;
   };
   while (switches < 200 || running(model) || running(forbidden)) {
-    absl::Status s = controller_->SwitchPhase(sb.id(), switches % 2 ? a : b);
+    absl::Status s =
+        controller_->SwitchPhase(sb.id(), switches % 2 ? a : b).status();
     ASSERT_TRUE(s.ok()) << s;
     ++switches;
   }
@@ -281,14 +283,14 @@ TEST_F(EgressE2eTest, PhaseSwitchUnderAStreamOfConnects) {
 }
 
 TEST_F(EgressE2eTest, DenialIsReportedWithWhoAndWhere) {
-  auto c = EgressController::Create();
+  auto c = EgressController::Create(PrivateHost());
   ASSERT_TRUE(c.ok()) << c.status();
   std::unique_ptr<EgressController> own = *std::move(c);
   auto cg = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/events"));
   ASSERT_TRUE(cg.ok()) << cg.status();
-  ASSERT_TRUE(
-      own->AddSandbox(cg->fd(), cg->id(),
-                      ModelOnly(*this, model_.port, v6_.port, 53)).ok());
+  ASSERT_TRUE(own->AddSandbox(cg->fd(), cg->ref(),
+                              ModelOnly(*this, model_.port, v6_.port, 53))
+                  .ok());
   std::vector<NetEvent> events;
   auto reader = NetEventReader::Create(
       own->events_fd(), [&](const NetEvent& e) { events.push_back(e); });
@@ -296,8 +298,7 @@ TEST_F(EgressE2eTest, DenialIsReportedWithWhoAndWhere) {
 
   SpawnOptions o;
   o.cgroup_fd = cg->fd();
-  o.argv = {NetProbePath(), "tcp-connect", "127.0.0.4",
-            Port(forbidden_.port)};
+  o.argv = {NetProbePath(), "tcp-connect", "127.0.0.4", Port(forbidden_.port)};
   auto pid = SpawnInCgroup(o);
   ASSERT_TRUE(pid.ok());
   EXPECT_EQ(*WaitForExit(*pid), EPERM);
@@ -327,18 +328,23 @@ TEST_F(EgressE2eTest, FullRingBufferNeverChangesAVerdictAndLossIsCounted) {
   // event or a counted loss.
   EgressOptions small_ring;
   small_ring.ring_bytes = 4096;
-  auto c = EgressController::Create(small_ring);
+  auto c = EgressController::Create(PrivateHost(), small_ring);
   ASSERT_TRUE(c.ok()) << c.status();
   std::unique_ptr<EgressController> own = *std::move(c);
   auto cg = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/flood"));
   ASSERT_TRUE(cg.ok()) << cg.status();
-  ASSERT_TRUE(own->AddSandbox(cg->fd(), cg->id(),
-                              Phase(v1::MODEL_ONLY, {})).ok());
+  ASSERT_TRUE(
+      own->AddSandbox(cg->fd(), cg->ref(), Phase(v1::MODEL_ONLY, {})).ok());
   constexpr int kAttempts = 20000;
   SpawnOptions o;
   o.cgroup_fd = cg->fd();
-  o.argv = {NetProbePath(), "--repeat", std::to_string(kAttempts), "--want",
-            std::to_string(EPERM), "udp-sendto", "127.0.0.4",
+  o.argv = {NetProbePath(),
+            "--repeat",
+            std::to_string(kAttempts),
+            "--want",
+            std::to_string(EPERM),
+            "udp-sendto",
+            "127.0.0.4",
             Port(forbidden_.port)};
   auto pid = SpawnInCgroup(o);
   ASSERT_TRUE(pid.ok());
@@ -354,8 +360,7 @@ TEST_F(EgressE2eTest, FullRingBufferNeverChangesAVerdictAndLossIsCounted) {
   EXPECT_EQ(counters->denied, static_cast<uint64_t>(kAttempts));
   EXPECT_GT(counters->events_lost, 0u);
   EXPECT_GT(received, 0u);
-  EXPECT_EQ(received + counters->events_lost,
-            static_cast<uint64_t>(kAttempts));
+  EXPECT_EQ(received + counters->events_lost, static_cast<uint64_t>(kAttempts));
 }
 
 }  // namespace

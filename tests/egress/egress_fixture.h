@@ -21,6 +21,7 @@
 #include "egress/egress_controller.h"
 #include "egress/spawn.h"
 #include "gtest/gtest.h"
+#include "support/private_host.h"
 
 namespace sandfence::testing {
 

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "gtest/gtest.h"
+#include "support/private_host.h"
 #include "common/cgroup.h"
 #include "support/test_env.h"
 
@@ -20,7 +21,7 @@ TEST(GuardController, AutoChoosesLsmExactlyWhenItRunsHere) {
   SANDFENCE_REQUIRE_ROOT();
   absl::Status probe = ProbeBpfLsm();
   absl::StatusOr<GuardController> guard =
-      GuardController::Create(GuardMode::kAuto);
+      GuardController::Create(testing::PrivateHost(), GuardMode::kAuto);
   ASSERT_TRUE(guard.ok()) << guard.status() << " (lsm probe: " << probe << ")";
   if (probe.ok()) {
     EXPECT_EQ(guard->enforcer(), Enforcer::kLsm);
@@ -43,7 +44,7 @@ TEST(GuardController, RequiringLsmWhereItCannotRunIsRejected) {
   if (probe.ok()) GTEST_SKIP() << "BPF LSM runs on this kernel";
   EXPECT_EQ(RefusalOf(probe), Refusal::kUnavailable) << probe;
   absl::StatusOr<GuardController> guard =
-      GuardController::Create(GuardMode::kLsm);
+      GuardController::Create(testing::PrivateHost(), GuardMode::kLsm);
   ASSERT_FALSE(guard.ok()) << "lsm mode must never fall back silently";
   EXPECT_EQ(RefusalOf(guard.status()), Refusal::kRejected) << guard.status();
   EXPECT_EQ(ExitCodeFor(guard.status()), 78) << guard.status();
@@ -59,14 +60,14 @@ TEST(GuardController, LsmModeLoadsLsmWhereItRuns) {
                  << probe.message();
   }
   absl::StatusOr<GuardController> guard =
-      GuardController::Create(GuardMode::kLsm);
+      GuardController::Create(testing::PrivateHost(), GuardMode::kLsm);
   ASSERT_TRUE(guard.ok()) << guard.status();
   EXPECT_EQ(guard->enforcer(), Enforcer::kLsm);
 }
 
 TEST(GuardController, OffLoadsNothingAndSaysSo) {
   absl::StatusOr<GuardController> guard =
-      GuardController::Create(GuardMode::kOff);
+      GuardController::Create(testing::PrivateHost(), GuardMode::kOff);
   ASSERT_TRUE(guard.ok()) << guard.status();
   EXPECT_EQ(guard->enforcer(), Enforcer::kOff);
   EXPECT_EQ(guard->enforcer_name(), "off");
@@ -78,7 +79,7 @@ TEST(GuardController, OffLoadsNothingAndSaysSo) {
 TEST(GuardController, SandboxBookkeeping) {
   SANDFENCE_REQUIRE_ROOT();
   absl::StatusOr<GuardController> guard =
-      GuardController::Create(GuardMode::kAuto);
+      GuardController::Create(testing::PrivateHost(), GuardMode::kAuto);
   ASSERT_TRUE(guard.ok()) << guard.status();
   absl::StatusOr<std::string> root = FindCgroup2Mount();
   ASSERT_TRUE(root.ok()) << root.status();

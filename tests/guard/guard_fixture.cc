@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "guard/guard_types.h"
 #include "support/host_probe.h"
+#include "support/private_host.h"
 
 namespace sandfence::guard_test {
 namespace {
@@ -94,11 +95,9 @@ absl::StatusOr<Sandboxes> Sandboxes::Create() {
   s.sub_ = base + "/guarded/sub";
   s.unguarded_ = base + "/unguarded";
   s.escape_ = base + "/escape";
-  absl::StatusOr<CgroupRef> guarded =
-      InspectCgroup(base + "/guarded");
+  absl::StatusOr<CgroupRef> guarded = InspectCgroup(base + "/guarded");
   if (!guarded.ok()) return guarded.status();
-  absl::StatusOr<CgroupRef> audited =
-      InspectCgroup(base + "/audited");
+  absl::StatusOr<CgroupRef> audited = InspectCgroup(base + "/audited");
   if (!audited.ok()) return audited.status();
   s.guarded_ = *guarded;
   s.audited_ = *audited;
@@ -301,6 +300,7 @@ absl::StatusOr<GuardWorld*> GuardWorld::Get(Enforcer enforcer) {
     return world.get();
   }
   absl::StatusOr<GuardController> guard = GuardController::Create(
+      testing::PrivateHost(),
       enforcer == Enforcer::kLsm ? GuardMode::kLsm : GuardMode::kSignal);
   if (!guard.ok()) return guard.status();
   absl::StatusOr<Sandboxes> sandboxes = Sandboxes::Create();

@@ -46,14 +46,14 @@ std::vector<size_t> EntryOffsets(const std::string& bytes) {
 }
 
 bool HasWarning(const v1::RolloutRecord& r, absl::string_view part) {
-  for (const std::string& w : r.warning()) {
+  for (const std::string& w : WarningTexts(r)) {
     if (absl::StrContains(w, part)) return true;
   }
   return false;
 }
 
 std::string Warnings(const v1::RolloutRecord& r) {
-  return absl::StrJoin(r.warning(), "\n");
+  return absl::StrJoin(WarningTexts(r), "\n");
 }
 
 const v1::NetAttempt* Find(const v1::RolloutRecord& r, absl::string_view phase,

@@ -121,7 +121,7 @@ std::string Describe(const v1::NetAttempt& a) {
 }
 
 TEST_F(RecordsE2eTest, TheRecordHoldsExactlyTheAttemptsMade) {
-  auto controller = EgressController::Create();
+  auto controller = EgressController::Create(PrivateHost());
   ASSERT_TRUE(controller.ok()) << controller.status();
   EgressController& c = **controller;
   auto sb = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/known"));
@@ -157,7 +157,7 @@ TEST_F(RecordsE2eTest, TheRecordHoldsExactlyTheAttemptsMade) {
 
   const std::string m = Port(model_.port), f = Port(forbidden_.port);
   ASSERT_TRUE((*rec)->BeginPhase("setup").ok());
-  ASSERT_TRUE(c.AddSandbox(sb->fd(), id, policy.phases[0]).ok());
+  ASSERT_TRUE(c.AddSandbox(sb->fd(), sb->ref(), policy.phases[0]).ok());
   (*rec)->BindGeneration(*c.Generation(id));
   EXPECT_EQ(Repeat(*sb, 3, 0, {"tcp-connect", "127.0.0.2", m}), 0);
   EXPECT_EQ(Repeat(*sb, 2, EPERM, {"tcp-connect", "127.0.0.4", f}), 0);
@@ -248,7 +248,7 @@ TEST_F(RecordsE2eTest, AFloodThroughASmallRingBufferIsAccountedExactly) {
   // attempts = recorded + lost, exactly.
   EgressOptions small_ring;
   small_ring.ring_bytes = 4096;
-  auto controller = EgressController::Create(small_ring);
+  auto controller = EgressController::Create(PrivateHost(), small_ring);
   ASSERT_TRUE(controller.ok()) << controller.status();
   EgressController& c = **controller;
   auto sb = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/flood"));
@@ -276,7 +276,7 @@ TEST_F(RecordsE2eTest, AFloodThroughASmallRingBufferIsAccountedExactly) {
   ReaderThread thread(reader->get(), &router);
 
   ASSERT_TRUE((*rec)->BeginPhase("agent").ok());
-  ASSERT_TRUE(c.AddSandbox(sb->fd(), id, policy.phases[0]).ok());
+  ASSERT_TRUE(c.AddSandbox(sb->fd(), sb->ref(), policy.phases[0]).ok());
   (*rec)->BindGeneration(*c.Generation(id));
 
   constexpr int kUdp = 20000, kTcp = 10000, kAllowed = 2000;

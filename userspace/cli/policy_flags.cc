@@ -37,36 +37,6 @@ absl::StatusOr<uint16_t> ParsePortNumber(absl::string_view text) {
   return static_cast<uint16_t>(port);
 }
 
-// A c-ares resolver created on first use, so that its set-up errors (no
-// usable resolv.conf) matter only to policies that name hosts.
-class LazyResolver : public Resolver {
- public:
-  explicit LazyResolver(ResolverOptions options)
-      : options_(std::move(options)) {}
-
-  absl::StatusOr<std::vector<IpAddress>> Resolve(
-      absl::string_view name) override {
-    if (!created_) {
-      created_ = true;
-      absl::StatusOr<std::unique_ptr<Resolver>> made =
-          MakeCaresResolver(options_);
-      if (made.ok()) {
-        resolver_ = *std::move(made);
-      } else {
-        error_ = made.status();
-      }
-    }
-    if (resolver_ == nullptr) return error_;
-    return resolver_->Resolve(name);
-  }
-
- private:
-  ResolverOptions options_;
-  bool created_ = false;
-  std::unique_ptr<Resolver> resolver_;
-  absl::Status error_;
-};
-
 }  // namespace
 
 void FlagParser::AddValueFlag(absl::string_view name,

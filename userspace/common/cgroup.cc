@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -151,6 +152,39 @@ absl::Status CheckCgroupLevelsAbsolute(const std::string& mounts_path) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> CgroupPathOfId(uint64_t cgroup_id) {
+  absl::StatusOr<std::string> mount = FindCgroup2Mount();
+  if (!mount.ok()) return mount.status();
+  UniqueFd root(::open(mount->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return ErrnoError(errno, absl::StrCat("open ", *mount));
+  // kernfs file handles: type FILEID_KERNFS, the 64-bit node id.
+  struct {
+    struct file_handle fh;
+    uint64_t id;
+  } handle{};
+  handle.fh.handle_bytes = sizeof(uint64_t);
+  handle.fh.handle_type = 0xfe;  // FILEID_KERNFS
+  std::memcpy(handle.fh.f_handle, &cgroup_id, sizeof(cgroup_id));
+  UniqueFd dir(::open_by_handle_at(root.get(), &handle.fh,
+                                   O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) {
+    if (errno == ESTALE || errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("no cgroup with id ", cgroup_id, " (it is gone)"));
+    }
+    return ErrnoError(errno, absl::StrCat("open cgroup ", cgroup_id));
+  }
+  char path[4096];
+  const std::string link = absl::StrCat("/proc/self/fd/", dir.get());
+  const ssize_t n = ::readlink(link.c_str(), path, sizeof(path) - 1);
+  if (n < 0) return ErrnoError(errno, absl::StrCat("readlink ", link));
+  std::string found(path, static_cast<size_t>(n));
+  // A dentry the handle could not connect to the mount reads as a path
+  // relative to the hierarchy's root.
+  if (!absl::StartsWith(found, *mount)) found = absl::StrCat(*mount, found);
+  return found;
+}
+
 absl::StatusOr<std::string> CgroupOfPid(int pid) {
   std::string file = absl::StrCat("/proc/", pid, "/cgroup");
   std::ifstream in(file);
@@ -215,13 +249,23 @@ absl::Status Cgroup::Remove() {
   return KillAndRemoveCgroup(ref_.path);
 }
 
-absl::Status KillAndRemoveCgroup(const std::string& path) {
+absl::Status KillCgroupProcesses(const std::string& path) {
   // cgroup.kill (5.14+) kills the whole subtree at once, including
   // processes that fork while being killed.
   absl::Status killed = WriteFile(path + "/cgroup.kill", "1");
   for (int i = 0; i < 500 && Populated(path); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  if (Populated(path)) {
+    return Unavailable(absl::StrCat(
+        "cgroup ", path, " still has processes after cgroup.kill",
+        killed.ok() ? "" : absl::StrCat(" (", killed.message(), ")")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KillAndRemoveCgroup(const std::string& path) {
+  absl::Status killed = KillCgroupProcesses(path);
   RemoveTree(path);
   if (::access(path.c_str(), F_OK) == 0) {
     return absl::InternalError(absl::StrCat(

@@ -42,6 +42,11 @@ absl::StatusOr<CgroupRef> InspectCgroup(
 absl::Status CheckCgroupLevelsAbsolute(
     const std::string& mounts_path = "/proc/mounts");
 
+// The absolute path of the cgroup v2 directory whose id is cgroup_id
+// (through a file handle: cgroup ids are kernfs node ids). NotFound once the
+// cgroup is gone. Needs CAP_DAC_READ_SEARCH.
+absl::StatusOr<std::string> CgroupPathOfId(uint64_t cgroup_id);
+
 // The cgroup v2 path of a process, relative to the mount ("/a/b").
 absl::StatusOr<std::string> CgroupOfPid(int pid);
 
@@ -88,9 +93,12 @@ class Cgroup {
   bool owned_ = false;
 };
 
-// Kills every process of the cgroup at path and its descendants, waits
-// until it is empty, and removes the directories (for a cgroup no object
-// holds: a dead sandfence's sandbox).
+// Kills every process of the cgroup at path and its descendants
+// (cgroup.kill) and waits until it is empty; Unavailable if it does not
+// empty in time.
+absl::Status KillCgroupProcesses(const std::string& path);
+// KillCgroupProcesses, then removes the directories (for a cgroup no
+// object holds: a dead sandfence's sandbox).
 absl::Status KillAndRemoveCgroup(const std::string& path);
 
 }  // namespace sandfence

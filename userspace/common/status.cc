@@ -1,5 +1,6 @@
 #include "common/status.h"
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -52,7 +53,31 @@ absl::Status Unavailable(absl::string_view message) {
 }
 
 absl::Status ErrnoError(int err, absl::string_view what) {
-  return absl::ErrnoToStatus(err, what);
+  // A system error is never a refusal by itself: only the call site knows
+  // whether EINVAL means "your request is wrong" or "we are". So errno never
+  // becomes Malformed or Rejected here.
+  const std::string message =
+      absl::StrCat(what, ": ", std::strerror(err), " (errno ", err, ")");
+  switch (err) {
+    case EPERM:
+    case EACCES:
+      return absl::PermissionDeniedError(message);
+    case ENOENT:
+    case ESRCH:
+      return absl::NotFoundError(message);
+    case EEXIST:
+      return absl::AlreadyExistsError(message);
+    case EAGAIN:
+    case EBUSY:
+    case EINTR:
+    case ENOMEM:
+    case ENOSPC:
+    case ENOBUFS:
+    case ETIMEDOUT:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(message);
+  }
 }
 
 int ExitCodeFor(const absl::Status& status) {

@@ -30,8 +30,11 @@ absl::Status Malformed(absl::string_view message);
 absl::Status Rejected(absl::string_view message);
 absl::Status Unavailable(absl::string_view message);
 
-// An error from a failed system call: keeps errno in the status (code and
-// message) so that callers can tell EPERM from ENOENT.
+// An error from a failed system call, with errno in its message. Its code
+// says what kind of failure it is (PermissionDenied, NotFound,
+// AlreadyExists, Unavailable for transient ones, else Internal) and is never
+// a refusal class a caller would act on as "malformed" or "rejected": only
+// the call site that knows what the errno means may turn it into one.
 absl::Status ErrnoError(int err, absl::string_view what);
 
 // sysexits(3) codes for the command line.

@@ -1,23 +1,180 @@
 #include "daemon/daemon_server.h"
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
-#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "daemon/grpc_service.h"
 #include "daemon/log.h"
 #include "daemon/metrics_server.h"
 
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
 namespace sandfence {
+namespace {
+
+constexpr char kRefusal[] =
+    "sandfence refuses calls from inside a sandbox: a sandboxed process may "
+    "not reconfigure its own enforcement";
+
+// Every method of a connection from inside a sandbox: PERMISSION_DENIED.
+class RefuseAll : public grpc::CallbackGenericService {
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext*) override {
+    class Reactor : public grpc::ServerGenericBidiReactor {
+     public:
+      Reactor() {
+        Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, kRefusal));
+      }
+      void OnDone() override { delete this; }
+    };
+    return new Reactor;
+  }
+};
+
+// The peer of a connected Unix socket, as a pid this process can name: 0
+// when it cannot be told (a peer in a pid namespace we do not see).
+pid_t PeerPid(int fd, UniqueFd* pidfd) {
+  // A pidfd pins the peer's identity: its pid cannot be reused while we
+  // look at it (Linux 6.5+).
+  int raw = -1;
+  socklen_t len = sizeof(raw);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &raw, &len) == 0 && raw >= 0) {
+    pidfd->reset(raw);
+  }
+  ucred cred{};
+  len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
+  return cred.pid;
+}
+
+// Our accept loop in front of gRPC: every connection is judged by its
+// peer's cgroup before a byte of it is read, and one from inside any
+// sandbox goes to a server that refuses everything.
+class Acceptor {
+ public:
+  Acceptor(RolloutManager* manager, int listen_fd, grpc::Server* serve,
+           grpc::Server* refuse)
+      : manager_(manager),
+        listen_fd_(listen_fd),
+        serve_(serve),
+        refuse_(refuse) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) == 0) {
+      stop_read_.reset(p[0]);
+      stop_write_.reset(p[1]);
+    }
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Acceptor() {
+    (void)!::write(stop_write_.get(), "x", 1);
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_read_.get(), POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        LogError("accept loop: poll: %s", std::strerror(errno));
+        return;
+      }
+      if (fds[1].revents) return;
+      // Non-blocking: gRPC reads it from its own threads.
+      int fd = ::accept4(listen_fd_, nullptr, nullptr,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) continue;
+      UniqueFd pidfd;
+      const pid_t pid = PeerPid(fd, &pidfd);
+      bool inside = pid <= 0 || manager_->InsideSandbox(pid);
+      // The peer must still be the process judged.
+      if (pidfd && ::syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr,
+                             0) != 0) {
+        inside = true;
+      }
+      if (inside) {
+        manager_->CountRefusedCall();
+        LogWarning("refused a connection from pid %d: %s", pid,
+                   pid <= 0 ? "its process cannot be identified"
+                            : "it is inside a sandbox");
+        grpc::AddInsecureChannelFromFd(refuse_, fd);
+      } else {
+        grpc::AddInsecureChannelFromFd(serve_, fd);
+      }
+    }
+  }
+
+  RolloutManager* manager_;
+  int listen_fd_;
+  grpc::Server* serve_;
+  grpc::Server* refuse_;
+  UniqueFd stop_read_, stop_write_;
+  std::thread thread_;
+};
+
+absl::StatusOr<UniqueFd> Listen(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return Malformed(absl::StrCat("socket path ", path, " is too long"));
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoError(errno, "socket");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  // Root only: the socket is 0600 from the moment it exists.
+  const mode_t old_mask = ::umask(0177);
+  const int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr),
+                        sizeof(addr));
+  ::umask(old_mask);
+  if (rc != 0) return ErrnoError(errno, absl::StrCat("bind ", path));
+  if (::listen(fd.get(), 128) != 0) {
+    return ErrnoError(errno, absl::StrCat("listen ", path));
+  }
+  return fd;
+}
+
+// Tells systemd (Type=notify) that the socket serves: a client that connects
+// after `systemctl start` returns finds it.
+void NotifyReady() {
+  const char* socket_path = std::getenv("NOTIFY_SOCKET");
+  if (socket_path == nullptr || socket_path[0] == '\0') return;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const size_t len = std::strlen(socket_path);
+  if (len >= sizeof(addr.sun_path)) return;
+  std::memcpy(addr.sun_path, socket_path, len);
+  if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // abstract
+  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd) return;
+  constexpr char kReady[] = "READY=1";
+  ::sendto(fd.get(), kReady, sizeof(kReady) - 1, 0,
+           reinterpret_cast<sockaddr*>(&addr),
+           static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
+}
+
+}  // namespace
+
 absl::Status RunDaemon(const DaemonOptions& options) {
   if (::geteuid() != 0) {
     return absl::PermissionDeniedError(
@@ -33,8 +190,12 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  // Root only: the socket's directory is 0700 when we make it, and the
-  // socket itself 0600 (umask at bind, chmod after).
+  // The manager takes the state directory's lock first: a second daemon
+  // stops here, before it touches the running one's socket.
+  absl::StatusOr<std::unique_ptr<RolloutManager>> manager =
+      RolloutManager::Create(options.manager);
+  if (!manager.ok()) return manager.status();
+
   const std::string& path = options.socket_path;
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) {
@@ -46,10 +207,9 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError(errno, absl::StrCat("remove stale socket ", path));
   }
+  absl::StatusOr<UniqueFd> listen_fd = Listen(path);
+  if (!listen_fd.ok()) return listen_fd.status();
 
-  absl::StatusOr<std::unique_ptr<RolloutManager>> manager =
-      RolloutManager::Create(options.manager);
-  if (!manager.ok()) return manager.status();
   std::vector<std::string> adopted = (*manager)->AdoptAndStart();
   if (!adopted.empty()) {
     LogInfo("adopted %d rollouts from an earlier daemon: %s", adopted.size(),
@@ -58,19 +218,18 @@ absl::Status RunDaemon(const DaemonOptions& options) {
 
   SandfenceService service(manager->get());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", path),
-                           grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(4 << 20);
-  mode_t old_mask = ::umask(0177);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ::umask(old_mask);
-  if (!server) {
-    return Unavailable(absl::StrCat("cannot listen on unix:", path));
+  RefuseAll refuse_all;
+  grpc::ServerBuilder refuse_builder;
+  refuse_builder.RegisterCallbackGenericService(&refuse_all);
+  std::unique_ptr<grpc::Server> refuser = refuse_builder.BuildAndStart();
+  if (!server || !refuser) {
+    return Unavailable(absl::StrCat("cannot serve on unix:", path));
   }
-  if (::chmod(path.c_str(), 0600) != 0) {
-    return ErrnoError(errno, absl::StrCat("chmod ", path));
-  }
+  auto acceptor = std::make_unique<Acceptor>(
+      manager->get(), listen_fd->get(), server.get(), refuser.get());
 
   std::unique_ptr<MetricsServer> metrics;
   if (options.metrics_port != 0) {
@@ -85,6 +244,7 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   LogInfo("serving on unix:%s (records in %s, pins in %s)", path,
           options.manager.records_dir,
           options.manager.pin_dir.empty() ? "(none)" : options.manager.pin_dir);
+  NotifyReady();
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -92,7 +252,9 @@ absl::Status RunDaemon(const DaemonOptions& options) {
       "signal %d: stopping; open rollouts stay enforced for the next "
       "daemon",
       sig);
+  acceptor.reset();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  refuser->Shutdown(std::chrono::system_clock::now());
   metrics.reset();
   manager->reset();
   ::unlink(path.c_str());

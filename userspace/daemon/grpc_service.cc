@@ -30,13 +30,20 @@ class EventQueue {
     }
     events_.push_back(e);
   }
-  std::deque<v1::RolloutEvent> Take(absl::Duration wait) {
+  // The events queued, the first of them telling how many were missed
+  // before it; and how many that was.
+  std::deque<v1::RolloutEvent> Take(absl::Duration wait, uint64_t* missed) {
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(
         absl::Condition(
             +[](std::deque<v1::RolloutEvent>* q) { return !q->empty(); },
             &events_),
         wait);
+    *missed = 0;
+    if (!events_.empty() && dropped_ > 0) {
+      events_.front().set_missed(dropped_);
+      *missed = std::exchange(dropped_, 0);
+    }
     return std::exchange(events_, {});
   }
 
@@ -106,7 +113,11 @@ grpc::Status SandfenceService::WatchEvents(
     // Checked before taking, so that the events of the rollout's last
     // moments (drained at EndRollout) are still sent.
     open = manager_->IsOpen(req->rollout_id());
-    for (const v1::RolloutEvent& e : queue->Take(absl::Milliseconds(200))) {
+    uint64_t missed = 0;
+    std::deque<v1::RolloutEvent> events =
+        queue->Take(absl::Milliseconds(200), &missed);
+    if (missed > 0) manager_->CountWatchMissed(missed);
+    for (const v1::RolloutEvent& e : events) {
       if (!writer->Write(e)) {
         open = false;
         break;

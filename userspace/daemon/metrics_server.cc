@@ -47,6 +47,16 @@ std::string RenderMetrics(const ManagerMetrics& m) {
          "Kernel events that could not be decoded.", "", m.decode_errors);
   metric("sandfence_phase_switches_total", "counter", "Phase switches done.",
          "", m.phase_switches);
+  metric("sandfence_watch_events_missed_total", "counter",
+         "Events WatchEvents readers did not get because they read too "
+         "slowly (each reader is told in its stream).",
+         "", m.watch_events_missed);
+  metric("sandfence_calls_refused_from_sandboxes_total", "counter",
+         "Connections to the daemon from inside a sandbox, refused.", "",
+         m.calls_refused_from_sandboxes);
+  metric("sandfence_runs_reaped_total", "counter",
+         "Sandboxes of dead `sandfence run`s ended by this daemon.", "",
+         m.runs_reaped);
   return out;
 }
 

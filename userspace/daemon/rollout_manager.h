@@ -1,25 +1,21 @@
-// The daemon's core, without gRPC: every open rollout on the host, over one
-// pinned egress controller, one event reader and one record router.
+// The daemon's core, without gRPC: every open rollout on the host, each a
+// Sandbox (sandbox/sandbox.h) with an id, a request and saved state.
 //
-//   Start     compile (refusals come back before anything is created or
-//             attached), create or open the sandbox, open the record,
-//             attach, persist the rollout's state for a later daemon.
-//   SetPhase  the record's span first, then the kernel's atomic switch.
-//   End       kill a created sandbox's processes, drain the events, detach,
-//             finalize the journal, write the merged record.
-//   Adopt     (at start-up) take over every rollout an earlier daemon left
-//             pinned: egress enforcement never stopped; the record continues
-//             in a new journal file and the gap is marked in the merged
-//             record. The process guard is not pinned: adopted sandboxes
-//             are added to this daemon's guard again.
+//   Start     idempotent by request; the policy compiled (refusals come
+//             back before anything is created or attached), the sandbox
+//             started, the state saved for a successor.
+//   SetPhase  the sandbox's atomic switch, then the saved state.
+//   End       the sandbox ended, the journals merged into the final record.
+//   Adopt     (at start-up) every rollout an earlier daemon left: the
+//             kernel kept enforcing; its entry says which phase is in force.
 //
-// The process guard: one GuardController for the daemon's life, loaded by
-// the first rollout whose initial phase wants one. A rollout's guard mode
-// is its initial phase's, fixed for the rollout (the record says so when a
-// later phase asks for another).
+// What this file decides, the kernel does not: rollout ids, idempotent
+// retries, borrowing (a second rollout on an open rollout's cgroup, inherit
+// only), which cgroups may be sandboxes. It runs the same over the real
+// kernel (the daemon) and over a fake (unit tests without root).
 //
 // Thread-safe: calls for different rollouts run in parallel; calls for one
-// rollout are serialized.
+// rollout are serialized; List and Health never wait for a rollout's call.
 #ifndef SANDFENCE_DAEMON_ROLLOUT_MANAGER_H_
 #define SANDFENCE_DAEMON_ROLLOUT_MANAGER_H_
 
@@ -36,22 +32,18 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/ip.h"
-#include "common/unique_fd.h"
-#include "compile/compiled_policy.h"
-#include "common/cgroup.h"
-#include "egress/egress_controller.h"
-#include "egress/net_event.h"
-#include "guard/guard_abi.h"
-#include "guard/guard_controller.h"
-#include "guard/guard_types.h"
-#include "records/recorder.h"
+#include "daemon/state_store.h"
+#include "host/host_state.h"
+#include "records/boot_clock.h"
+#include "sandbox/host_enforcement.h"
+#include "sandbox/sandbox.h"
 #include "sandfence/v1/daemon.pb.h"
 
 namespace sandfence {
 
 struct ManagerOptions {
-  // Pinned programs, links and maps (empty: nothing survives the daemon).
-  std::string pin_dir = "/sys/fs/bpf/sandfence";
+  // The host's pinned state (shared with every `sandfence run`).
+  std::string pin_dir = kDefaultPinRoot;
   // One state file per open rollout, for the next daemon to adopt.
   std::string state_dir = "/run/sandfence/rollouts";
   std::string records_dir = "/var/lib/sandfence/records";
@@ -65,6 +57,8 @@ struct ManagerOptions {
   // Upper bounds on a StartRollout request.
   size_t max_request_bytes = 1 << 20;
   size_t max_open_rollouts = 4096;
+  // How often the daemon ends the sandboxes of dead `sandfence run`s.
+  int reap_interval_ms = 5000;
 };
 
 // What the Prometheus endpoint shows.
@@ -79,6 +73,9 @@ struct ManagerMetrics {
   uint64_t decode_errors = 0;
   uint64_t phase_switches = 0;
   uint64_t refusals = 0;
+  uint64_t watch_events_missed = 0;  // by slow WatchEvents readers
+  uint64_t calls_refused_from_sandboxes = 0;
+  uint64_t runs_reaped = 0;
 };
 
 // Rollout ids: 1..128 of [A-Za-z0-9_.-], not starting with '.'.
@@ -86,16 +83,21 @@ absl::Status ValidateRolloutId(absl::string_view id);
 
 class RolloutManager {
  public:
-  // Loads (or reuses the pinned) egress programs. Needs root. Unavailable
-  // when another manager (daemon) uses the same state_dir.
+  // Over the real kernel: joins the host's pinned state. Needs root.
+  // Unavailable when another daemon uses the same state_dir.
   static absl::StatusOr<std::unique_ptr<RolloutManager>> Create(
       ManagerOptions options);
-  // Stops the event reader. Open rollouts stay enforced (pinned) for the
+  // Over any enforcement (tests). The manager owns it.
+  static absl::StatusOr<std::unique_ptr<RolloutManager>> CreateWith(
+      ManagerOptions options, std::unique_ptr<HostEnforcement> enforcement);
+  // Stops the event thread. Open rollouts stay enforced (pinned) for the
   // next daemon; nothing is detached.
   ~RolloutManager();
 
-  // Takes over every rollout in state_dir; returns the ids adopted. Call
-  // once, before serving; starts the event reader.
+  // Ends the sandboxes of dead `sandfence run`s, takes over every rollout
+  // in state_dir (and the sandboxes of dead daemons that no state names,
+  // so that they stay enforced), then starts the event thread. Returns the
+  // ids adopted. Call once, before serving.
   std::vector<std::string> AdoptAndStart();
 
   absl::StatusOr<v1::StartRolloutResponse> Start(
@@ -109,99 +111,84 @@ class RolloutManager {
   v1::HealthResponse Health();
   ManagerMetrics Metrics();
 
-  // Calls `sink` (on the reader thread) with every event of the rollout
-  // until Unwatch; the sink must not block.
+  // Calls `sink` (on the event thread) with every network decision of the
+  // rollout until Unwatch; the sink must not block.
   using EventSink = std::function<void(const v1::RolloutEvent&)>;
   absl::StatusOr<uint64_t> Watch(const std::string& rollout_id, EventSink sink);
   void Unwatch(uint64_t watch_id);
   // Whether the rollout is open (a watch ends when it is not).
   bool IsOpen(const std::string& rollout_id);
+  void CountWatchMissed(uint64_t n) { watch_missed_ += n; }
 
-  // Detaches every pinned sandbox and removes the pins and state files
-  // (`sandfence daemon --cleanup`); the records stay.
+  // Whether a process is inside any sandfence sandbox on the host (its
+  // cgroup or an ancestor is one): such a caller is refused every call.
+  bool InsideSandbox(pid_t pid);
+  void CountRefusedCall() { ++refused_calls_; }
+
+  // Ends every rollout a stopped daemon left (created sandboxes killed,
+  // hooks and guard removed), removes the state files, and removes the
+  // host's pinned state if no other sandfence process uses it (`sandfence
+  // daemon --cleanup`); the records stay. Unavailable while a daemon runs.
   static absl::Status Cleanup(const ManagerOptions& options);
+
+  HostEnforcement& enforcement() { return *enforcement_; }
 
  private:
   struct Rollout;
 
-  explicit RolloutManager(ManagerOptions options);
+  RolloutManager(ManagerOptions options,
+                 std::unique_ptr<HostEnforcement> enforcement,
+                 std::unique_ptr<StateStore> store);
   absl::Status StartLocked(const v1::StartRolloutRequest& request,
                            Rollout* rollout);
-  absl::Status Persist(const Rollout& rollout);
   absl::Status Adopt(v1::RolloutState state);
+  void AdoptUnowned(const OrphanSandbox& orphan);
   std::shared_ptr<Rollout> Find(const std::string& rollout_id);
-  // The record of all the rollout's journals (one per daemon life), with
-  // the gaps between them marked.
   absl::StatusOr<v1::RolloutRecord> MergedRecord(const Rollout& rollout);
-  void ReaderLoop();
-  void OnEvent(const NetEvent& event);
-  void OnGuardEvent(const sf_guard_event& event);
-  // The daemon's guard for a rollout that asks for `mode` (not kOff),
-  // loaded on first use. Rejected when the mode cannot be had here (lsm
-  // where lsm cannot run, or on a daemon whose guard already runs signal).
-  absl::StatusOr<GuardController*> GuardFor(GuardMode mode)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_mu_);
-  // Governs the rollout's sandbox by the guard and routes its events to
-  // the rollout's record; returns the enforcer's name for the record.
-  absl::StatusOr<std::string> Guard(Rollout* rollout, const std::string& path,
-                                    uint64_t cgroup_id, GuardMode mode);
-  // Reads what is queued, then stops guarding the rollout's sandbox.
-  void Unguard(Rollout* rollout);
-  std::string StatePath(absl::string_view rollout_id) const;
+  void EventLoop();
+  void ReapRuns();
+  // The cgroup a request may use as a sandbox, or why not.
+  absl::StatusOr<CgroupRef> CheckExistingCgroup(const std::string& path);
   std::string FinalRecordPath(absl::string_view rollout_id) const;
+  std::string JournalPath(absl::string_view rollout_id, int segment) const;
+  void Publish(const Rollout& rollout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the sandbox's decisions for the metrics.
+  void CountDecisions(Sandbox& sandbox);
 
   const ManagerOptions options_;
-  // flock(2)ed for the manager's life: two daemons over the same state
-  // (and pins) would hand out the same generations.
-  UniqueFd lock_;
+  std::unique_ptr<HostEnforcement> enforcement_;
+  std::unique_ptr<StateStore> store_;
   std::string cgroup_parent_;
-  std::unique_ptr<EgressController> controller_;
-  RecordRouter router_;
+  const BootClock clock_ = BootClock::Capture();
 
-  // The process guard (loaded by the first guarded rollout) and its event
-  // reader, polled by reader_thread_ too. The guard's programs are not
-  // pinned: they end with the daemon.
-  absl::Mutex guard_mu_;
-  std::optional<GuardController> guard_ ABSL_GUARDED_BY(guard_mu_);
-  std::optional<GuardEventReader> guard_reader_ ABSL_GUARDED_BY(guard_mu_);
-  // Guard events by sandbox cgroup id: the owner's record, and the offset
-  // from the events' CLOCK_MONOTONIC to the Unix epoch.
-  struct GuardRoute {
-    std::shared_ptr<RolloutRecorder> recorder;
-    int64_t mono_to_unix_ns = 0;
-  };
-  absl::Mutex guard_route_mu_;
-  absl::flat_hash_map<uint64_t, GuardRoute> guard_routes_
-      ABSL_GUARDED_BY(guard_route_mu_);
-
-  // Reader: polled by reader_thread_, drained by End under reader_mu_.
-  absl::Mutex reader_mu_;
-  std::unique_ptr<NetEventReader> reader_ ABSL_GUARDED_BY(reader_mu_);
-  std::thread reader_thread_;
+  std::thread event_thread_;
   std::atomic<bool> stop_{false};
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Rollout>> rollouts_
       ABSL_GUARDED_BY(mu_);
-  // The rollout whose policy governs each attached sandbox (by cgroup id):
-  // borrowing is decided here, without touching other rollouts' state.
+  // The rollout whose policy governs each sandbox (by cgroup id), reserved
+  // when a start decides it owns the cgroup: borrowing is decided and
+  // recorded in one step.
   absl::flat_hash_map<uint64_t, std::string> owner_of_ ABSL_GUARDED_BY(mu_);
-  // What the record of each attached sandbox says of the process guard: a
-  // borrowing rollout's record says the same (the owner's guard governs).
-  absl::flat_hash_map<uint64_t, std::string> guard_of_ ABSL_GUARDED_BY(mu_);
-  // Watchers by sandbox cgroup id.
-  struct Watcher {
-    uint64_t id;
-    std::string rollout_id;
-    EventSink sink;
+  // What List shows, updated as rollouts change: List never waits for a
+  // rollout's call.
+  absl::flat_hash_map<std::string, v1::RolloutSummary> views_
+      ABSL_GUARDED_BY(mu_);
+  // Sandboxes of dead daemons that no state names: kept enforced.
+  std::vector<std::unique_ptr<Sandbox>> unowned_ ABSL_GUARDED_BY(mu_);
+
+  struct WatchEntry {
+    std::shared_ptr<Rollout> rollout;
+    uint64_t listener = 0;
   };
   absl::Mutex watch_mu_;
-  absl::flat_hash_map<uint64_t, std::vector<Watcher>> watchers_
-      ABSL_GUARDED_BY(watch_mu_);
+  absl::flat_hash_map<uint64_t, WatchEntry> watches_ ABSL_GUARDED_BY(watch_mu_);
   uint64_t next_watch_id_ ABSL_GUARDED_BY(watch_mu_) = 1;
 
   std::atomic<uint64_t> started_{0}, ended_{0}, adopted_{0}, allowed_{0},
-      denied_{0}, switches_{0}, refusals_{0};
+      denied_{0}, switches_{0}, refusals_{0}, watch_missed_{0},
+      refused_calls_{0}, reaped_{0};
 };
 
 }  // namespace sandfence

@@ -1,19 +1,23 @@
 #include "egress/egress_controller.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <dirent.h>
-#include <sys/mount.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/bpf_handles.h"
+#include "common/sha256.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "sf_egress.skel.h"
@@ -100,29 +104,6 @@ absl::Status LoadError(int err, absl::string_view what) {
       "log above says why"));
 }
 
-constexpr long kBpfFsMagic = 0xcafe4a11;
-
-// Pinning under /sys/fs/bpf needs a bpf filesystem there; some hosts boot
-// without one mounted.
-absl::Status EnsureBpfFs(const std::string& pin_dir) {
-  constexpr char kBpfFs[] = "/sys/fs/bpf";
-  if (pin_dir.rfind(kBpfFs, 0) != 0) return absl::OkStatus();
-  struct statfs fs {};
-  if (::statfs(kBpfFs, &fs) == 0 && fs.f_type == kBpfFsMagic) {
-    return absl::OkStatus();
-  }
-  if (::mount("bpf", kBpfFs, "bpf", 0, "mode=0700") != 0) {
-    return ErrnoError(errno, "mount a bpf filesystem at /sys/fs/bpf");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status MakeDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    return ErrnoError(errno, absl::StrCat("create ", path));
-  }
-  return absl::OkStatus();
-}
 
 // Deletes every key of a rule map whose generation field is `generation`.
 // Keys are collected first: deleting while walking restarts the walk.
@@ -154,9 +135,60 @@ uint32_t MaxKeyGeneration(int map_fd) {
   return max;
 }
 
-std::string LinkDir(const std::string& pin_dir, uint64_t cgroup_id) {
-  return absl::StrCat(pin_dir, "/links/", cgroup_id);
+
+// The programs, by hook: their skeleton name and how they attach.
+struct HookSpec {
+  const char* hook;
+  bpf_program* (*program)(sf_egress*);
+  bpf_attach_type attach;
+};
+
+const HookSpec kHookSpecs[] = {
+    {"sock_create", [](sf_egress* s) { return s->progs.sf_sock_create; },
+     BPF_CGROUP_INET_SOCK_CREATE},
+    {"connect4", [](sf_egress* s) { return s->progs.sf_connect4; },
+     BPF_CGROUP_INET4_CONNECT},
+    {"connect6", [](sf_egress* s) { return s->progs.sf_connect6; },
+     BPF_CGROUP_INET6_CONNECT},
+    {"sendmsg4", [](sf_egress* s) { return s->progs.sf_sendmsg4; },
+     BPF_CGROUP_UDP4_SENDMSG},
+    {"sendmsg6", [](sf_egress* s) { return s->progs.sf_sendmsg6; },
+     BPF_CGROUP_UDP6_SENDMSG},
+    {"skb_egress", [](sf_egress* s) { return s->progs.sf_skb_egress; },
+     BPF_CGROUP_INET_EGRESS},
+};
+
+UniqueFd Dup(int fd) {
+  return UniqueFd(fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0));
 }
+
+uint32_t ProgId(int fd) {
+  bpf_prog_info info{};
+  uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return 0;
+  return info.id;
+}
+
+uint32_t LinkProgId(int fd) {
+  bpf_link_info info{};
+  uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return 0;
+  return info.prog_id;
+}
+
+// A directory's entries (names only, no dot files).
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 
 }  // namespace
 
@@ -172,113 +204,204 @@ absl::StatusOr<uint64_t> CurrentNetnsCookie() {
 }
 
 absl::StatusOr<std::unique_ptr<EgressController>> EgressController::Create(
-    const EgressOptions& options) {
-  std::unique_ptr<EgressController> c(new EgressController());
-  c->skel_.reset(sf_egress::open());
-  if (!c->skel_) return LoadError(errno, "open the egress programs");
+    HostState* host, const EgressOptions& options) {
+  std::unique_ptr<EgressController> c(new EgressController(host));
+  if (absl::Status s = c->LoadOrOpen(); !s.ok()) return s;
+  if (absl::Status s = c->CreateRing(options.ring_bytes); !s.ok()) return s;
+  return c;
+}
 
+const EgressController::MapSlot EgressController::kMapSlots[] = {
+    {"sf_sandboxes", &Maps::sandboxes},
+    {"sf_counters", &Maps::counters},
+    {"sf_seen", &Maps::seen},
+    {"sf_exact4", &Maps::exact4},
+    {"sf_exact6", &Maps::exact6},
+    {"sf_cidr4", &Maps::cidr4},
+    {"sf_cidr6", &Maps::cidr6},
+    {"sf_rings", &Maps::rings},
+};
+
+absl::Status EgressController::LoadOrOpen() {
+  size_t elf_size = 0;
+  const void* elf = sf_egress::elf_bytes(&elf_size);
+  build_ = Sha256Hex(absl::string_view(static_cast<const char*>(elf), elf_size))
+               .substr(0, 16);
+  // One process at a time loads and pins; the others open what it pinned.
+  HostState::Lock lock = host_->Exclusive();
+  const std::string progs_dir =
+      host_->PinPath(absl::StrCat("progs/", build_));
+  if (host_->pinned()) {
+    bool complete = true;
+    Maps maps;
+    absl::flat_hash_map<std::string, UniqueFd> progs;
+    for (const MapSlot& m : kMapSlots) {
+      UniqueFd fd(bpf_obj_get(host_->PinPath(absl::StrCat("maps/", m.name)).c_str()));
+      if (!fd) {
+        complete = false;
+        break;
+      }
+      maps.*(m.field) = std::move(fd);
+    }
+    for (const HookSpec& h : kHookSpecs) {
+      if (!complete) break;
+      UniqueFd fd(bpf_obj_get(absl::StrCat(progs_dir, "/", h.hook).c_str()));
+      if (!fd) {
+        complete = false;
+        break;
+      }
+      progs.emplace(h.hook, std::move(fd));
+    }
+    if (complete) {
+      maps_ = std::move(maps);
+      progs_ = std::move(progs);
+      return absl::OkStatus();
+    }
+  }
+
+  Skeleton<sf_egress> skel(sf_egress::open());
+  if (!skel) return LoadError(errno, "open the egress programs");
   absl::StatusOr<uint64_t> cookie = CurrentNetnsCookie();
   if (!cookie.ok()) return cookie.status();
-  c->skel_->rodata->sf_host_netns = *cookie;
-  c->skel_->rodata->sf_skb_has_netns_cookie =
+  skel->rodata->sf_host_netns = *cookie;
+  skel->rodata->sf_skb_has_netns_cookie =
       libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB,
                               BPF_FUNC_get_netns_cookie, nullptr) == 1;
-  if (bpf_map__set_max_entries(c->skel_->maps.sf_events, options.ring_bytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ring buffer size ", options.ring_bytes,
-                     " is not a power of two of at least a page"));
-  }
-  if (!options.pin_dir.empty()) {
-    if (absl::Status s = EnsureBpfFs(options.pin_dir); !s.ok()) return s;
-    struct statfs fs {};
-    if (::statfs(options.pin_dir.c_str(), &fs) != 0 &&
-        (MakeDir(options.pin_dir).ok() == false ||
-         ::statfs(options.pin_dir.c_str(), &fs) != 0)) {
-      return ErrnoError(errno, absl::StrCat("pin directory ", options.pin_dir));
-    }
-    if (fs.f_type != kBpfFsMagic) {
-      return Rejected(absl::StrCat(
-          "pin directory ", options.pin_dir,
-          " is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)"));
-    }
-    for (const std::string& dir :
-         {options.pin_dir, absl::StrCat(options.pin_dir, "/maps"),
-          absl::StrCat(options.pin_dir, "/links")}) {
-      if (absl::Status s = MakeDir(dir); !s.ok()) return s;
-    }
+  if (host_->pinned()) {
+    if (absl::Status s = MakeDirs(host_->PinPath("maps")); !s.ok()) return s;
     // libbpf reuses a compatible pinned map of the same name, or creates
     // and pins it: the rules and counters of running sandboxes survive.
     bpf_map* map;
-    bpf_object__for_each_map(map, c->skel_->obj) {
+    bpf_object__for_each_map(map, skel->obj) {
       if (bpf_map__is_internal(map)) continue;
-      std::string path =
-          absl::StrCat(options.pin_dir, "/maps/", bpf_map__name(map));
+      const std::string path =
+          host_->PinPath(absl::StrCat("maps/", bpf_map__name(map)));
       if (bpf_map__set_pin_path(map, path.c_str()) != 0) {
         return ErrnoError(errno, absl::StrCat("pin path ", path));
       }
     }
-    c->pin_dir_ = options.pin_dir;
   }
-  if (sf_egress::load(c->skel_.get()) != 0) {
+  if (int err = sf_egress::load(skel.get()); err != 0) {
+    if (host_->pinned() && (err == -EINVAL || -err == EINVAL)) {
+      return Rejected(absl::StrCat(
+          "the egress maps pinned under ", host_->pin_root(),
+          " do not match this sandfence build's (libbpf could not reuse "
+          "them); `sandfence daemon --cleanup` removes them"));
+    }
     return LoadError(errno, "load the egress programs");
   }
-  if (!c->pin_dir_.empty()) {
-    // Never reuse a generation an earlier controller left in the maps
-    // (even one half-written when it died).
-    absl::MutexLock lock(&c->mu_);
-    c->next_generation_ = c->MaxGenerationInMaps() + 1;
+  for (const MapSlot& m : kMapSlots) {
+    bpf_map* map = bpf_object__find_map_by_name(skel->obj, m.name);
+    maps_.*(m.field) = Dup(map == nullptr ? -1 : bpf_map__fd(map));
+    if (!(maps_.*(m.field))) {
+      return ErrnoError(errno, absl::StrCat("map ", m.name));
+    }
   }
-  return c;
+  if (host_->pinned()) {
+    if (absl::Status s = MakeDirs(progs_dir); !s.ok()) return s;
+  }
+  for (const HookSpec& h : kHookSpecs) {
+    UniqueFd fd = Dup(bpf_program__fd(h.program(skel.get())));
+    if (!fd) return ErrnoError(errno, absl::StrCat("program ", h.hook));
+    if (host_->pinned()) {
+      const std::string path = absl::StrCat(progs_dir, "/", h.hook);
+      ::unlink(path.c_str());  // a half-pinned set from a process that died
+      if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("pin ", path));
+      }
+    }
+    progs_.emplace(h.hook, std::move(fd));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EgressController::CreateRing(uint32_t ring_bytes) {
+  ring_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "sf_events", 0, 0,
+                             ring_bytes, nullptr));
+  if (!ring_) {
+    if (errno == EINVAL) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ring buffer size ", ring_bytes,
+                       " is not a power of two of at least a page"));
+    }
+    return ErrnoError(errno, "create the event ring");
+  }
+  const uint32_t slot = host_->slot();
+  const int fd = ring_.get();
+  if (bpf_map_update_elem(maps_.rings.get(), &slot, &fd, BPF_ANY) != 0) {
+    return ErrnoError(errno, absl::StrCat("install the event ring in slot ",
+                                          slot));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> RingOfMapSlot(int rings_fd, uint32_t slot) {
+  uint32_t id = 0;
+  if (bpf_map_lookup_elem(rings_fd, &slot, &id) != 0) {
+    return absl::NotFoundError(absl::StrCat("no ring in slot ", slot));
+  }
+  UniqueFd fd(bpf_map_get_fd_by_id(id));
+  if (!fd) return ErrnoError(errno, absl::StrCat("open ring ", id));
+  return fd;
+}
+
+absl::StatusOr<UniqueFd> EgressController::RingOfSlot(uint32_t slot) const {
+  return RingOfMapSlot(maps_.rings.get(), slot);
+}
+
+void EgressController::ClearSlot(uint32_t slot) {
+  if (slot != host_->slot()) bpf_map_delete_elem(maps_.rings.get(), &slot);
 }
 
 EgressController::~EgressController() {
   absl::MutexLock lock(&mu_);
-  // Pinned: the sandboxes stay enforced after this controller is gone.
-  if (!pin_dir_.empty()) return;
-  for (auto& [id, state] : sandboxes_) {
-    state.links.clear();
-    bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &id);
+  if (host_->pinned()) {
+    // The sandboxes stay enforced. Their events keep going to this
+    // process's ring, which stays in its slot for a successor to read; a
+    // process that leaves nothing behind takes its ring along.
+    if (sandboxes_.empty()) {
+      const uint32_t slot = host_->slot();
+      bpf_map_delete_elem(maps_.rings.get(), &slot);
+    }
+    return;
   }
-}
-
-int EgressController::events_fd() const {
-  return bpf_map__fd(skel_->maps.sf_events);
+  for (auto& [id, state] : sandboxes_) {
+    Detach(id, state);
+    DeleteState(state);
+    bpf_map_delete_elem(maps_.counters.get(), &id);
+  }
 }
 
 int EgressController::prog_fd(absl::string_view hook) const {
-  const auto& p = skel_->progs;
-  if (hook == "connect4") return bpf_program__fd(p.sf_connect4);
-  if (hook == "connect6") return bpf_program__fd(p.sf_connect6);
-  if (hook == "sendmsg4") return bpf_program__fd(p.sf_sendmsg4);
-  if (hook == "sendmsg6") return bpf_program__fd(p.sf_sendmsg6);
-  if (hook == "sock_create") return bpf_program__fd(p.sf_sock_create);
-  if (hook == "skb_egress") return bpf_program__fd(p.sf_skb_egress);
-  return -1;
+  auto it = progs_.find(hook);
+  return it == progs_.end() ? -1 : it->second.get();
+}
+
+std::string EgressController::LinkDir(uint64_t cgroup_id) const {
+  return host_->PinPath(absl::StrCat("links/", cgroup_id));
 }
 
 absl::Status EgressController::WriteEntries(const RuleEntries& e) {
-  const auto& m = skel_->maps;
-  absl::Status s =
-      UpdateAll(bpf_map__fd(m.sf_exact4), e.exact4, "sf_exact4", true);
-  if (s.ok()) {
-    s = UpdateAll(bpf_map__fd(m.sf_exact6), e.exact6, "sf_exact6", true);
-  }
-  if (s.ok()) {
-    s = UpdateAll(bpf_map__fd(m.sf_cidr4), e.cidr4, "sf_cidr4", false);
-  }
-  if (s.ok()) {
-    s = UpdateAll(bpf_map__fd(m.sf_cidr6), e.cidr6, "sf_cidr6", false);
-  }
+  absl::Status s = UpdateAll(maps_.exact4.get(), e.exact4, "sf_exact4", true);
+  if (s.ok()) s = UpdateAll(maps_.exact6.get(), e.exact6, "sf_exact6", true);
+  if (s.ok()) s = UpdateAll(maps_.cidr4.get(), e.cidr4, "sf_cidr4", false);
+  if (s.ok()) s = UpdateAll(maps_.cidr6.get(), e.cidr6, "sf_cidr6", false);
   if (!s.ok()) DeleteEntries(e);
   return s;
 }
 
+void EgressController::DeleteEntries(const RuleEntries& e) {
+  DeleteAll(maps_.exact4.get(), e.exact4, true);
+  DeleteAll(maps_.exact6.get(), e.exact6, true);
+  DeleteAll(maps_.cidr4.get(), e.cidr4, false);
+  DeleteAll(maps_.cidr6.get(), e.cidr6, false);
+}
+
 void EgressController::DeleteGeneration(uint32_t generation) {
-  const auto& m = skel_->maps;
-  DeleteKeysOfGeneration<sf_exact4_key>(bpf_map__fd(m.sf_exact4), generation);
-  DeleteKeysOfGeneration<sf_exact6_key>(bpf_map__fd(m.sf_exact6), generation);
-  DeleteKeysOfGeneration<sf_cidr4_key>(bpf_map__fd(m.sf_cidr4), generation);
-  DeleteKeysOfGeneration<sf_cidr6_key>(bpf_map__fd(m.sf_cidr6), generation);
+  DeleteKeysOfGeneration<sf_exact4_key>(maps_.exact4.get(), generation);
+  DeleteKeysOfGeneration<sf_exact6_key>(maps_.exact6.get(), generation);
+  DeleteKeysOfGeneration<sf_cidr4_key>(maps_.cidr4.get(), generation);
+  DeleteKeysOfGeneration<sf_cidr6_key>(maps_.cidr6.get(), generation);
 }
 
 void EgressController::DeleteState(const SandboxState& state) {
@@ -289,183 +412,101 @@ void EgressController::DeleteState(const SandboxState& state) {
   }
 }
 
-uint32_t EgressController::MaxGenerationInMaps() const {
-  const auto& m = skel_->maps;
-  uint32_t max = 0;
-  max =
-      std::max(max, MaxKeyGeneration<sf_exact4_key>(bpf_map__fd(m.sf_exact4)));
-  max =
-      std::max(max, MaxKeyGeneration<sf_exact6_key>(bpf_map__fd(m.sf_exact6)));
-  max = std::max(max, MaxKeyGeneration<sf_cidr4_key>(bpf_map__fd(m.sf_cidr4)));
-  max = std::max(max, MaxKeyGeneration<sf_cidr6_key>(bpf_map__fd(m.sf_cidr6)));
-  int fd = bpf_map__fd(m.sf_sandboxes);
-  uint64_t key = 0, next = 0;
-  const uint64_t* prev = nullptr;
-  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-    sf_sandbox value{};
-    if (bpf_map_lookup_elem(fd, &next, &value) == 0) {
-      max = std::max(max, value.generation);
+absl::Status EgressController::WriteSandbox(uint64_t cgroup_id,
+                                            const SandboxState& state,
+                                            uint64_t map_flags) {
+  sf_sandbox value{};
+  value.generation = state.generation;
+  value.flags = state.flags;
+  value.phase = state.phase;
+  value.ring = static_cast<uint8_t>(host_->slot());
+  if (bpf_map_update_elem(maps_.sandboxes.get(), &cgroup_id, &value,
+                          map_flags) != 0) {
+    if (errno == EEXIST) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "cgroup ", cgroup_id,
+          " is already a sandbox (enforced by another sandfence process)"));
     }
-    key = next;
-    prev = &key;
-  }
-  return max;
-}
-
-absl::Status EgressController::PinLinks(uint64_t cgroup_id,
-                                        std::vector<BpfLink>& links) {
-  const std::string dir = LinkDir(pin_dir_, cgroup_id);
-  if (absl::Status s = MakeDir(dir); !s.ok()) return s;
-  for (BpfLink& link : links) {
-    bpf_link_info info{};
-    uint32_t len = sizeof(info);
-    bpf_obj_get_info_by_fd(bpf_link__fd(link.get()), &info, &len);
-    std::string path = absl::StrCat(dir, "/prog-", info.prog_id);
-    if (int err = bpf_link__pin(link.get(), path.c_str()); err != 0) {
-      UnpinLinks(cgroup_id, links);
-      return ErrnoError(-err, absl::StrCat("pin ", path));
-    }
+    return MapWriteError(errno, "sf_sandboxes");
   }
   return absl::OkStatus();
 }
 
-void EgressController::UnpinLinks(uint64_t cgroup_id,
-                                  std::vector<BpfLink>& links) {
-  for (BpfLink& link : links) {
-    if (bpf_link__pin_path(link.get()) != nullptr) {
-      bpf_link__unpin(link.get());
-    }
+absl::Status EgressController::Attach(int cgroup_fd, const CgroupRef& cgroup,
+                                      SandboxState& state) {
+  const uint64_t id = cgroup.id;
+  const std::string dir = LinkDir(id);
+  if (host_->pinned()) {
+    if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   }
-  ::rmdir(LinkDir(pin_dir_, cgroup_id).c_str());
-}
-
-absl::StatusOr<uint32_t> EgressController::AdoptSandbox(uint64_t cgroup_id) {
-  if (pin_dir_.empty()) {
-    return absl::FailedPreconditionError(
-        "adopting a sandbox needs a pinned controller "
-        "(EgressOptions::pin_dir)");
-  }
-  absl::MutexLock lock(&mu_);
-  if (sandboxes_.contains(cgroup_id)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("cgroup ", cgroup_id, " is already a sandbox"));
-  }
-  sf_sandbox value{};
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id,
-                          &value) != 0) {
-    return absl::NotFoundError(absl::StrCat(
-        "cgroup ", cgroup_id, " has no sandbox entry in the pinned maps"));
-  }
-  SandboxState state;
-  state.generation = value.generation;
-  state.adopted = true;
-  const std::string dir = LinkDir(pin_dir_, cgroup_id);
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    return ErrnoError(errno, absl::StrCat("open pinned links ", dir));
-  }
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::string path = absl::StrCat(dir, "/", e->d_name);
-    BpfLink link(bpf_link__open(path.c_str()));
+  for (const HookSpec& h : kHookSpecs) {
+    UniqueFd link(bpf_link_create(prog_fd(h.hook), cgroup_fd, h.attach,
+                                  nullptr));
     if (!link) {
-      int err = errno;
-      ::closedir(d);
-      return ErrnoError(err, absl::StrCat("open pinned link ", path));
+      const int err = errno;
+      Detach(id, state);
+      return LoadError(err, absl::StrCat("attach ", h.hook, " to cgroup ",
+                                         cgroup.path));
+    }
+    if (host_->pinned()) {
+      const std::string path = absl::StrCat(dir, "/", h.hook);
+      if (bpf_obj_pin(link.get(), path.c_str()) != 0) {
+        const int err = errno;
+        state.links.push_back(std::move(link));
+        Detach(id, state);
+        return ErrnoError(err, absl::StrCat("pin ", path));
+      }
     }
     state.links.push_back(std::move(link));
   }
-  ::closedir(d);
-  if (state.links.empty()) {
-    return absl::NotFoundError(absl::StrCat("no pinned links in ", dir));
-  }
-  next_generation_ = std::max(next_generation_, value.generation + 1);
-  sandboxes_.emplace(cgroup_id, std::move(state));
-  return value.generation;
-}
-
-std::vector<uint64_t> EgressController::PinnedSandboxes() const {
-  std::vector<uint64_t> ids;
-  if (pin_dir_.empty()) return ids;
-  DIR* d = ::opendir(absl::StrCat(pin_dir_, "/links").c_str());
-  if (d == nullptr) return ids;
-  while (dirent* e = ::readdir(d)) {
-    uint64_t id = 0;
-    if (absl::SimpleAtoi(e->d_name, &id)) ids.push_back(id);
-  }
-  ::closedir(d);
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
-
-absl::Status EgressController::RemovePins(const std::string& pin_dir) {
-  absl::Status first;
-  auto remove_dir = [&first](const std::string& dir) {
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-      if (errno != ENOENT) first.Update(ErrnoError(errno, dir));
-      return;
-    }
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') names.push_back(e->d_name);
-    }
-    ::closedir(d);
-    for (const std::string& n : names) {
-      std::string path = absl::StrCat(dir, "/", n);
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-        first.Update(ErrnoError(errno, absl::StrCat("unpin ", path)));
-      }
-    }
-    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {
-      first.Update(ErrnoError(errno, absl::StrCat("remove ", dir)));
-    }
-  };
-  const std::string links = absl::StrCat(pin_dir, "/links");
-  if (DIR* d = ::opendir(links.c_str())) {
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') names.push_back(e->d_name);
-    }
-    ::closedir(d);
-    for (const std::string& n : names) remove_dir(absl::StrCat(links, "/", n));
-  }
-  remove_dir(links);
-  remove_dir(absl::StrCat(pin_dir, "/maps"));
-  if (::rmdir(pin_dir.c_str()) != 0 && errno != ENOENT) {
-    first.Update(ErrnoError(errno, absl::StrCat("remove ", pin_dir)));
-  }
-  return first;
-}
-
-void EgressController::DeleteEntries(const RuleEntries& e) {
-  const auto& m = skel_->maps;
-  DeleteAll(bpf_map__fd(m.sf_exact4), e.exact4, true);
-  DeleteAll(bpf_map__fd(m.sf_exact6), e.exact6, true);
-  DeleteAll(bpf_map__fd(m.sf_cidr4), e.cidr4, false);
-  DeleteAll(bpf_map__fd(m.sf_cidr6), e.cidr6, false);
-}
-
-absl::Status EgressController::WriteSandbox(uint64_t cgroup_id,
-                                            uint32_t generation, uint32_t flags,
-                                            uint64_t map_flags) {
-  sf_sandbox value{generation, flags};
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id,
-                          &value, map_flags) != 0) {
-    return ErrnoError(errno, absl::StrCat("write sandbox ", cgroup_id));
-  }
   return absl::OkStatus();
 }
 
-absl::Status EgressController::AddSandbox(int cgroup_fd, uint64_t cgroup_id,
-                                          const CompiledPhase& phase) {
-  absl::MutexLock lock(&mu_);
-  if (sandboxes_.contains(cgroup_id)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("cgroup ", cgroup_id, " is already a sandbox"));
+void EgressController::Detach(uint64_t cgroup_id, SandboxState& state) {
+  // The sandbox entry goes first: while the links come off one by one,
+  // the hooks still attached find no sandbox and deny (fail closed).
+  bpf_map_delete_elem(maps_.sandboxes.get(), &cgroup_id);
+  if (host_->pinned()) {
+    const std::string dir = LinkDir(cgroup_id);
+    for (const std::string& name : ListDir(dir)) {
+      ::unlink(absl::StrCat(dir, "/", name).c_str());
+    }
+    ::rmdir(dir.c_str());
   }
+  state.links.clear();
+}
+
+SandboxCounters EgressController::TakeCounters(uint64_t cgroup_id) {
+  SandboxCounters out;
+  sf_counters c{};
+  if (bpf_map_lookup_elem(maps_.counters.get(), &cgroup_id, &c) == 0) {
+    out = {c.allowed, c.denied, c.events_lost, c.allowed_unreported};
+  }
+  bpf_map_delete_elem(maps_.counters.get(), &cgroup_id);
+  return out;
+}
+
+absl::StatusOr<uint32_t> EgressController::AddSandbox(
+    int cgroup_fd, const CgroupRef& cgroup, const CompiledPhase& phase,
+    uint16_t phase_index) {
+  const uint64_t id = cgroup.id;
+  if (cgroup.level > SF_MAX_CGROUP_DEPTH) {
+    return Rejected(absl::StrCat(
+        "sandbox ", cgroup.path, " is at cgroup level ", cgroup.level,
+        "; the egress programs judge sandboxes down to level ",
+        SF_MAX_CGROUP_DEPTH));
+  }
+  absl::MutexLock lock(&mu_);
+  if (sandboxes_.contains(id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("cgroup ", cgroup.path, " is already a sandbox"));
+  }
+  absl::StatusOr<uint32_t> generation = host_->AllocateGeneration();
+  if (!generation.ok()) return generation.status();
   SandboxState state;
-  state.generation = next_generation_++;
+  state.generation = *generation;
+  state.phase = phase_index;
+  state.flags = SandboxFlags(phase);
   absl::StatusOr<RuleEntries> entries =
       BuildRuleEntries(phase, state.generation);
   if (!entries.ok()) return entries.status();
@@ -475,73 +516,62 @@ absl::Status EgressController::AddSandbox(int cgroup_fd, uint64_t cgroup_id,
   // Without its counters a sandbox's record could not show it is whole:
   // a full counters map is a (retryable) refusal, not a silent gap.
   sf_counters zero{};
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.sf_counters), &cgroup_id,
-                          &zero, BPF_ANY) != 0) {
-    int err = errno;
+  if (bpf_map_update_elem(maps_.counters.get(), &id, &zero, BPF_NOEXIST) !=
+          0 &&
+      errno != EEXIST) {
+    const int err = errno;
     DeleteEntries(state.entries);
-    return Unavailable(absl::StrCat("counters for sandbox ", cgroup_id, ": ",
-                                    std::strerror(err)));
+    return Unavailable(absl::StrCat("counters for sandbox ", cgroup.path,
+                                    ": ", std::strerror(err)));
   }
-  if (absl::Status s = WriteSandbox(cgroup_id, state.generation,
-                                    SandboxFlags(phase), BPF_NOEXIST);
-      !s.ok()) {
+  if (absl::Status s = WriteSandbox(id, state, BPF_NOEXIST); !s.ok()) {
     DeleteEntries(state.entries);
+    if (!absl::IsAlreadyExists(s)) bpf_map_delete_elem(maps_.counters.get(), &id);
     return s;
   }
-
-  const auto& p = skel_->progs;
-  for (bpf_program* prog : {p.sf_sock_create, p.sf_connect4, p.sf_connect6,
-                            p.sf_sendmsg4, p.sf_sendmsg6, p.sf_skb_egress}) {
-    BpfLink link(bpf_program__attach_cgroup(prog, cgroup_fd));
-    if (!link) {
-      int err = errno;
-      state.links.clear();
-      bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id);
-      DeleteEntries(state.entries);
-      return LoadError(err, absl::StrCat("attach ", bpf_program__name(prog),
-                                         " to cgroup ", cgroup_id));
-    }
-    state.links.push_back(std::move(link));
+  if (absl::Status s = Attach(cgroup_fd, cgroup, state); !s.ok()) {
+    DeleteEntries(state.entries);
+    bpf_map_delete_elem(maps_.counters.get(), &id);
+    return s;
   }
-  if (!pin_dir_.empty()) {
-    if (absl::Status s = PinLinks(cgroup_id, state.links); !s.ok()) {
-      state.links.clear();
-      bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id);
-      DeleteEntries(state.entries);
-      return s;
-    }
-  }
-  sandboxes_.emplace(cgroup_id, std::move(state));
-  return absl::OkStatus();
+  const uint32_t out = state.generation;
+  sandboxes_.emplace(id, std::move(state));
+  return out;
 }
 
-absl::Status EgressController::SwitchPhase(uint64_t cgroup_id,
-                                           const CompiledPhase& phase) {
+absl::StatusOr<uint32_t> EgressController::SwitchPhase(
+    uint64_t cgroup_id, const CompiledPhase& phase, uint16_t phase_index) {
   absl::MutexLock lock(&mu_);
   auto it = sandboxes_.find(cgroup_id);
   if (it == sandboxes_.end()) {
     return absl::NotFoundError(
         absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
   }
-  SandboxState& state = it->second;
-  const uint32_t generation = next_generation_++;
-  absl::StatusOr<RuleEntries> entries = BuildRuleEntries(phase, generation);
+  absl::StatusOr<uint32_t> generation = host_->AllocateGeneration();
+  if (!generation.ok()) return generation.status();
+  SandboxState next;
+  next.generation = *generation;
+  next.phase = phase_index;
+  next.flags = SandboxFlags(phase);
+  absl::StatusOr<RuleEntries> entries = BuildRuleEntries(phase, next.generation);
   if (!entries.ok()) return entries.status();
+  next.entries = *std::move(entries);
   // 1. The new generation is complete before anything can see it.
-  if (absl::Status s = WriteEntries(*entries); !s.ok()) return s;
+  if (absl::Status s = WriteEntries(next.entries); !s.ok()) return s;
   // 2. One map update flips the sandbox from the old rules to the new.
-  if (absl::Status s =
-          WriteSandbox(cgroup_id, generation, SandboxFlags(phase), BPF_EXIST);
-      !s.ok()) {
-    DeleteEntries(*entries);
+  if (absl::Status s = WriteSandbox(cgroup_id, next, BPF_EXIST); !s.ok()) {
+    DeleteEntries(next.entries);
     return s;
   }
   // 3. Nothing refers to the old generation any more.
+  SandboxState& state = it->second;
   DeleteState(state);
   state.adopted = false;
-  state.entries = *std::move(entries);
-  state.generation = generation;
-  return absl::OkStatus();
+  state.entries = std::move(next.entries);
+  state.generation = next.generation;
+  state.phase = next.phase;
+  state.flags = next.flags;
+  return state.generation;
 }
 
 absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
@@ -552,29 +582,16 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
     return absl::NotFoundError(
         absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
   }
-  // The sandbox entry goes first: while the links come off one by one,
-  // the hooks still attached find no sandbox and deny (fail closed).
-  bpf_map_delete_elem(bpf_map__fd(skel_->maps.sf_sandboxes), &cgroup_id);
-  if (!pin_dir_.empty()) UnpinLinks(cgroup_id, it->second.links);
-  it->second.links.clear();
+  Detach(cgroup_id, it->second);
   DeleteState(it->second);
   sandboxes_.erase(it);
-
-  SandboxCounters out;
-  sf_counters c{};
-  int fd = bpf_map__fd(skel_->maps.sf_counters);
-  if (bpf_map_lookup_elem(fd, &cgroup_id, &c) == 0) {
-    out = {c.allowed, c.denied, c.events_lost, c.allowed_unreported};
-    bpf_map_delete_elem(fd, &cgroup_id);
-  }
-  return out;
+  return TakeCounters(cgroup_id);
 }
 
 absl::StatusOr<SandboxCounters> EgressController::Counters(
     uint64_t cgroup_id) const {
   sf_counters c{};
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sf_counters), &cgroup_id,
-                          &c) != 0) {
+  if (bpf_map_lookup_elem(maps_.counters.get(), &cgroup_id, &c) != 0) {
     return absl::NotFoundError(
         absl::StrCat("no counters for cgroup ", cgroup_id));
   }
@@ -591,6 +608,103 @@ absl::StatusOr<uint32_t> EgressController::Generation(
         absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
   }
   return it->second.generation;
+}
+
+std::vector<KernelSandbox> EgressController::KernelSandboxes() const {
+  std::vector<KernelSandbox> out;
+  const int fd = maps_.sandboxes.get();
+  uint64_t key = 0, next = 0;
+  const uint64_t* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    sf_sandbox v{};
+    if (bpf_map_lookup_elem(fd, &next, &v) == 0) {
+      out.push_back({next, v.generation, v.flags, v.phase, v.ring});
+    }
+    key = next;
+    prev = &key;
+  }
+  return out;
+}
+
+absl::StatusOr<KernelSandbox> EgressController::KernelSandboxOf(
+    uint64_t cgroup_id) const {
+  sf_sandbox v{};
+  if (bpf_map_lookup_elem(maps_.sandboxes.get(), &cgroup_id, &v) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("the kernel holds no sandbox for cgroup ", cgroup_id));
+  }
+  return KernelSandbox{cgroup_id, v.generation, v.flags, v.phase, v.ring};
+}
+
+absl::StatusOr<AdoptedSandbox> EgressController::AdoptSandbox(
+    uint64_t cgroup_id) {
+  if (!host_->pinned()) {
+    return absl::FailedPreconditionError(
+        "adopting a sandbox needs a pinned host");
+  }
+  absl::MutexLock lock(&mu_);
+  if (sandboxes_.contains(cgroup_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("cgroup ", cgroup_id, " is already this process's"));
+  }
+  absl::StatusOr<KernelSandbox> kernel = KernelSandboxOf(cgroup_id);
+  if (!kernel.ok()) return kernel.status();
+  AdoptedSandbox out;
+  out.kernel = *kernel;
+  SandboxState state;
+  state.generation = kernel->generation;
+  state.phase = kernel->phase;
+  state.flags = kernel->flags;
+  state.adopted = true;
+  const std::string dir = LinkDir(cgroup_id);
+  for (const HookSpec& h : kHookSpecs) {
+    UniqueFd link(bpf_obj_get(absl::StrCat(dir, "/", h.hook).c_str()));
+    if (!link) {
+      out.missing_hooks.push_back(h.hook);
+      continue;
+    }
+    // Another build's program: swap in ours, atomically, so that the
+    // events of this sandbox are ours to read and judged by our code.
+    const int mine = prog_fd(h.hook);
+    if (LinkProgId(link.get()) != ProgId(mine) &&
+        bpf_link_update(link.get(), mine, nullptr) != 0) {
+      return ErrnoError(errno, absl::StrCat("move the ", h.hook, " link of ",
+                                            cgroup_id, " to this build"));
+    }
+    state.links.push_back(std::move(link));
+  }
+  // Its events come to this process's ring from now on.
+  if (absl::Status s = WriteSandbox(cgroup_id, state, BPF_EXIST); !s.ok()) {
+    return s;
+  }
+  out.kernel.ring = static_cast<uint8_t>(host_->slot());
+  sandboxes_.emplace(cgroup_id, std::move(state));
+  return out;
+}
+
+absl::Status EgressController::RemovePins(const std::string& pin_root) {
+  absl::Status first;
+  // Depth first; links before anything else, so that enforcement ends
+  // before the maps and programs it uses go.
+  std::function<void(const std::string&)> remove = [&](const std::string& dir) {
+    std::vector<std::string> names = ListDir(dir);
+    std::stable_partition(names.begin(), names.end(),
+                          [](const std::string& n) { return n == "links"; });
+    for (const std::string& name : names) {
+      const std::string path = absl::StrCat(dir, "/", name);
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        remove(path);
+      } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        first.Update(ErrnoError(errno, absl::StrCat("unpin ", path)));
+      }
+    }
+    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {
+      first.Update(ErrnoError(errno, absl::StrCat("remove ", dir)));
+    }
+  };
+  remove(pin_root);
+  return first;
 }
 
 }  // namespace sandfence

@@ -1,6 +1,18 @@
-// The egress controller: one loaded set of egress programs and maps that
-// serves every sandbox on the host. It programs a sandbox's rules, attaches
-// the hooks to its cgroup, switches phases atomically, and detaches.
+// The egress controller: this process's handle on the host's egress
+// programs and maps. It programs a sandbox's rules, attaches the hooks to
+// its cgroup, switches phases atomically, detaches, and reads what the
+// kernel holds for any sandbox on the host.
+//
+// On a pinned host (HostState with a pin root) the programs, the maps and
+// every sandbox's links are pinned and shared by every sandfence process:
+//   <root>/maps/<map>             rules, sandboxes, counters, event rings
+//   <root>/progs/<build>/<hook>   the programs of one sandfence build
+//   <root>/links/<cgroup id>/<hook>
+// so enforcement outlives the process that attached it; another process
+// adopts (AdoptSandbox) or removes it. Each process reads its events from
+// its own ring (HostState::slot()); a sandbox's entry names the ring of its
+// owner. On a private host nothing is shared and everything is detached
+// when the controller goes.
 //
 // Thread-safe: every public method may be called from any thread.
 #ifndef SANDFENCE_EGRESS_EGRESS_CONTROLLER_H_
@@ -14,26 +26,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/bpf_handles.h"
+#include "common/cgroup.h"
+#include "common/unique_fd.h"
 #include "compile/compiled_policy.h"
 #include "egress/egress_abi.h"
 #include "egress/rule_entries.h"
-
-struct sf_egress;
+#include "host/host_state.h"
 
 namespace sandfence {
 
 struct EgressOptions {
-  // Ring buffer size in bytes: a power of two, at least one page.
+  // This process's event ring, in bytes: a power of two, at least a page.
   uint32_t ring_bytes = 4u << 20;
-  // Fail-closed across restarts: when set (a directory on a bpffs mount,
-  // e.g. /sys/fs/bpf/sandfence), the maps are pinned under <pin_dir>/maps
-  // (or reused when an earlier controller pinned them) and every sandbox's
-  // links under <pin_dir>/links/<cgroup id>/. Enforcement then outlives
-  // this process: destroying the controller (or the process dying) leaves
-  // every sandbox attached, and a later controller with the same pin_dir
-  // takes them over with AdoptSandbox.
-  std::string pin_dir;
 };
 
 struct SandboxCounters {
@@ -44,75 +48,142 @@ struct SandboxCounters {
   uint64_t allowed_unreported = 0;
 };
 
+// A sandbox as the kernel holds it (sf_sandboxes): the truth a process that
+// takes over reads.
+struct KernelSandbox {
+  uint64_t cgroup_id = 0;
+  uint32_t generation = 0;
+  uint32_t flags = 0;
+  uint16_t phase = 0;  // the owner's phase index
+  uint8_t ring = 0;    // the owner's driver slot
+};
+
+// What AdoptSandbox found: the kernel's entry (now naming this process's
+// ring) and the hooks whose pinned links were gone (the sandbox was not
+// wholly enforced; the caller decides: kill it, or attach again).
+struct AdoptedSandbox {
+  KernelSandbox kernel;
+  std::vector<std::string> missing_hooks;
+};
+
+// The egress hooks, by the names records use.
+inline constexpr const char* kEgressHooks[] = {
+    "sock_create", "connect4", "connect6", "sendmsg4", "sendmsg6",
+    "skb_egress"};
+
 class EgressController {
  public:
-  // Loads the programs. Needs root (CAP_BPF + CAP_NET_ADMIN); an EPERM
-  // comes back as PermissionDenied with the reason.
+  // Loads the programs, or on a pinned host where this build's programs are
+  // pinned already, opens them; creates this process's event ring. Needs
+  // root (CAP_BPF + CAP_NET_ADMIN): PermissionDenied otherwise. `host` must
+  // outlive the controller.
   static absl::StatusOr<std::unique_ptr<EgressController>> Create(
-      const EgressOptions& options = {});
+      HostState* host, const EgressOptions& options = {});
+  // Private host: detaches every sandbox. Pinned: they stay enforced (their
+  // events are counted as lost until another process adopts them).
   ~EgressController();
 
-  // Programs phase's rules for the sandbox whose cgroup directory is
-  // cgroup_fd (id cgroup_id), then attaches the hooks to it. Nothing runs
-  // in the sandbox unenforced if the caller spawns into it only afterwards.
-  absl::Status AddSandbox(int cgroup_fd, uint64_t cgroup_id,
-                          const CompiledPhase& phase);
+  // Programs phase's rules for the sandbox under a new generation, then
+  // attaches the hooks to its cgroup (and pins them). Nothing runs in the
+  // sandbox unenforced if the caller spawns into it only afterwards.
+  // phase_index is the caller's name for the phase, kept in the kernel's
+  // entry. Returns the generation. Rejected for a cgroup deeper than the
+  // programs judge (SF_MAX_CGROUP_DEPTH); AlreadyExists for a sandbox.
+  absl::StatusOr<uint32_t> AddSandbox(int cgroup_fd, const CgroupRef& cgroup,
+                                      const CompiledPhase& phase,
+                                      uint16_t phase_index = 0);
 
   // Writes the new phase under a new generation, flips the sandbox to it in
-  // one map update, then deletes the old generation: no connect is ever
-  // judged by a half-written policy.
-  absl::Status SwitchPhase(uint64_t cgroup_id, const CompiledPhase& phase);
+  // one map update (generation, flags and phase index together), then
+  // deletes the old generation: no connect is ever judged by a half-written
+  // policy. Returns the new generation.
+  absl::StatusOr<uint32_t> SwitchPhase(uint64_t cgroup_id,
+                                       const CompiledPhase& phase,
+                                       uint16_t phase_index = 0);
 
-  // Detaches and forgets the sandbox; returns its final counters.
+  // Detaches and forgets one of this process's sandboxes (an adopted one
+  // too); returns its final counters.
   absl::StatusOr<SandboxCounters> RemoveSandbox(uint64_t cgroup_id);
 
   absl::StatusOr<SandboxCounters> Counters(uint64_t cgroup_id) const;
-  // The generation the sandbox is on now (for tests and records).
+  // The generation the sandbox is on now.
   absl::StatusOr<uint32_t> Generation(uint64_t cgroup_id) const;
 
-  // Pinned controllers only. Takes over a sandbox an earlier controller
-  // attached and pinned: its links and its current generation (returned).
-  // Its rules stay as they are until the next SwitchPhase.
-  absl::StatusOr<uint32_t> AdoptSandbox(uint64_t cgroup_id);
-  // The cgroup ids that have links pinned under pin_dir.
-  std::vector<uint64_t> PinnedSandboxes() const;
-  const std::string& pin_dir() const { return pin_dir_; }
-  // Removes everything pinned under pin_dir: the links detach and the maps
-  // go away with their last user. For `sandfence daemon --cleanup`.
-  static absl::Status RemovePins(const std::string& pin_dir);
+  // Every sandbox the kernel holds, whoever owns it.
+  std::vector<KernelSandbox> KernelSandboxes() const;
+  absl::StatusOr<KernelSandbox> KernelSandboxOf(uint64_t cgroup_id) const;
+  // Takes over a sandbox another process attached (pinned hosts only): its
+  // links (moved to this build's programs if they run another build's), its
+  // generation, and its events, which come to this process's ring from the
+  // moment this returns. NotFound when the kernel has no entry for it; a
+  // sandbox whose links are gone is taken over all the same, with the
+  // missing hooks named: it was not wholly enforced.
+  absl::StatusOr<AdoptedSandbox> AdoptSandbox(uint64_t cgroup_id);
 
-  // The sf_events ring buffer, for an EventReader.
-  int events_fd() const;
-  // Program fds by name (connect4, ...), for stats and tests.
+  // This process's event ring (for an EventReader).
+  int events_fd() const { return ring_.get(); }
+  // The ring another (dead) process left in its slot, with whatever the
+  // kernel queued in it since; NotFound when the slot has none.
+  absl::StatusOr<UniqueFd> RingOfSlot(uint32_t slot) const;
+  // Removes the ring from a dead process's slot (once it is read).
+  void ClearSlot(uint32_t slot);
+  // Program fds by hook name (kEgressHooks), for stats and tests.
   int prog_fd(absl::string_view hook) const;
+  // The build of the programs this process attaches (a hash of the BPF
+  // object): several builds may serve sandboxes on one host.
+  const std::string& build() const { return build_; }
+  HostState& host() const { return *host_; }
+
+  // Removes everything pinned under a pin root (`sandfence daemon
+  // --cleanup`): links detach, maps and programs go with their last user.
+  static absl::Status RemovePins(const std::string& pin_root);
 
  private:
   struct SandboxState {
     uint32_t generation = 0;
+    uint16_t phase = 0;
+    uint32_t flags = 0;
     RuleEntries entries;
-    std::vector<BpfLink> links;
-    // Adopted from an earlier controller: `entries` is unknown, so the
+    std::vector<UniqueFd> links;  // pinned hosts pin them as well
+    // Adopted from another process: its entries are unknown, so the
     // generation's entries are found by scanning the rule maps.
     bool adopted = false;
   };
+  struct Maps {
+    UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings;
+  };
+  struct MapSlot {
+    const char* name;
+    UniqueFd Maps::*field;
+  };
+  static const MapSlot kMapSlots[];
 
-  EgressController() = default;
+  explicit EgressController(HostState* host) : host_(host) {}
+  absl::Status LoadOrOpen();
+  absl::Status CreateRing(uint32_t ring_bytes);
   absl::Status WriteEntries(const RuleEntries& entries);
   void DeleteEntries(const RuleEntries& entries);
-  absl::Status WriteSandbox(uint64_t cgroup_id, uint32_t generation,
-                            uint32_t flags, uint64_t map_flags);
   void DeleteGeneration(uint32_t generation);
   void DeleteState(const SandboxState& state);
-  uint32_t MaxGenerationInMaps() const;
-  absl::Status PinLinks(uint64_t cgroup_id, std::vector<BpfLink>& links);
-  void UnpinLinks(uint64_t cgroup_id, std::vector<BpfLink>& links);
+  absl::Status WriteSandbox(uint64_t cgroup_id, const SandboxState& state,
+                            uint64_t map_flags);
+  absl::Status Attach(int cgroup_fd, const CgroupRef& cgroup,
+                      SandboxState& state);
+  void Detach(uint64_t cgroup_id, SandboxState& state);
+  SandboxCounters TakeCounters(uint64_t cgroup_id);
+  std::string LinkDir(uint64_t cgroup_id) const;
 
-  Skeleton<sf_egress> skel_;
-  std::string pin_dir_;
+  HostState* const host_;
+  std::string build_;
+  Maps maps_;
+  absl::flat_hash_map<std::string, UniqueFd> progs_;  // by hook name
+  UniqueFd ring_;
   mutable absl::Mutex mu_;
-  uint32_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, SandboxState> sandboxes_ ABSL_GUARDED_BY(mu_);
 };
+
+// The ring a map-in-map of rings holds in a slot (NotFound: none).
+absl::StatusOr<UniqueFd> RingOfMapSlot(int rings_fd, uint32_t slot);
 
 // The netns cookie of the calling process's network namespace.
 absl::StatusOr<uint64_t> CurrentNetnsCookie();

@@ -81,6 +81,8 @@ absl::string_view ReasonName(sf_reason reason) {
       return "raw socket";
     case SF_REASON_PROTOCOL:
       return "protocol";
+    case SF_REASON_TOO_DEEP:
+      return "too deep";
   }
   return "unknown";
 }

@@ -2,13 +2,16 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,27 +32,32 @@ constexpr char kLsmAdvice[] =
     "boot the kernel with bpf in its LSM list (lsm=...,bpf on the command "
     "line, or CONFIG_LSM including bpf; needs CONFIG_BPF_LSM=y)";
 
-// libbpf logs to stderr by default; while we try a load whose failure is an
-// expected answer (the lsm probe), its lines go to a buffer instead, and the
-// first warning (usually the kernel's refusal) becomes part of the reason.
+// libbpf logs to stderr by default; while a thread tries a load whose
+// failure is an expected answer (the lsm probe), its lines go to a buffer
+// instead, and the first warning (usually the kernel's refusal) becomes
+// part of the reason. One print function is installed for the process,
+// once: swapping libbpf's global hook per load would steal (or drop) the
+// log of a load running in another thread.
 class LibbpfLogCapture {
  public:
-  LibbpfLogCapture() { previous_ = libbpf_set_print(&LibbpfLogCapture::Print); }
-  ~LibbpfLogCapture() {
-    libbpf_set_print(previous_);
-    active_ = nullptr;
+  LibbpfLogCapture() {
+    static std::once_flag installed;
+    std::call_once(installed, [] { libbpf_set_print(&LibbpfLogCapture::Print); });
+    previous_ = active_;
+    active_ = this;
   }
+  ~LibbpfLogCapture() { active_ = previous_; }
   LibbpfLogCapture(const LibbpfLogCapture&) = delete;
   LibbpfLogCapture& operator=(const LibbpfLogCapture&) = delete;
 
-  void Activate() { active_ = this; }
   // The first libbpf warning (often the kernel's reason).
   const std::string& first_line() const { return first_line_; }
 
  private:
   static int Print(enum libbpf_print_level level, const char* format,
                    va_list args) {
-    if (active_ == nullptr || level == LIBBPF_DEBUG) return 0;
+    if (level == LIBBPF_DEBUG) return 0;
+    if (active_ == nullptr) return std::vfprintf(stderr, format, args);
     char line[512];
     std::vsnprintf(line, sizeof(line), format, args);
     absl::string_view s(line);
@@ -63,10 +71,12 @@ class LibbpfLogCapture {
     return 0;
   }
 
-  static inline LibbpfLogCapture* active_ = nullptr;
-  libbpf_print_fn_t previous_ = nullptr;
+  static thread_local LibbpfLogCapture* active_;
+  LibbpfLogCapture* previous_ = nullptr;
   std::string first_line_;
 };
+
+thread_local LibbpfLogCapture* LibbpfLogCapture::active_ = nullptr;
 
 absl::Status LoadError(int err, absl::string_view what,
                        const LibbpfLogCapture* log) {
@@ -101,7 +111,6 @@ absl::Status FillProcNames(int map_fd) {
 
 absl::Status ProbeBpfLsm() {
   LibbpfLogCapture log;
-  log.Activate();
   Skeleton<sf_guard_probe> skel(sf_guard_probe::open());
   if (skel == nullptr) {
     return LoadError(errno, "BPF LSM probe: open", &log);
@@ -129,78 +138,165 @@ absl::Status ProbeBpfLsm() {
   return absl::OkStatus();
 }
 
-// Both skeletons have the same maps and globals under the same names.
-struct GuardController::Bpf {
-  Skeleton<sf_guard_lsm> lsm;
-  Skeleton<sf_guard_sig> sig;
-  int guarded_fd = -1;
-  int lost_fd = -1;
-  int events_fd = -1;
-  volatile __u64* levels = nullptr;
-  volatile __u64* lost_other = nullptr;
-
-  template <typename S>
-  void Bind(S* s) {
-    guarded_fd = bpf_map__fd(s->maps.sf_guarded);
-    lost_fd = bpf_map__fd(s->maps.sf_glost);
-    events_fd = bpf_map__fd(s->maps.sf_gevents);
-    levels = &s->bss->sf_glevels;
-    lost_other = &s->bss->sf_glost_other;
-  }
-};
-
 namespace {
 
-// Opens, loads, fills and attaches one enforcer's skeleton.
+UniqueFd Dup(int fd) {
+  return UniqueFd(fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+constexpr const char* kMapNames[] = {"sf_guarded",     "sf_glost",
+                                     "sf_glevels",     "sf_glost_other",
+                                     "sf_grings",      "sf_procnames"};
+
+// Loads one enforcer's object (maps pinned under dir/maps when dir is not
+// empty), fills its /proc name table, and returns the fds of its maps (in
+// kMapNames order) and programs. Nothing is attached.
 template <typename S>
-absl::StatusOr<Skeleton<S>> LoadEnforcer(absl::string_view name) {
+absl::Status LoadEnforcer(absl::string_view name, const std::string& dir,
+                          std::vector<UniqueFd>* maps,
+                          std::vector<std::pair<std::string, UniqueFd>>* progs) {
   LibbpfLogCapture log;
-  log.Activate();
   Skeleton<S> skel(S::open());
   if (skel == nullptr) {
     return LoadError(errno, absl::StrCat(name, " enforcer: open"), &log);
   }
+  if (!dir.empty()) {
+    if (absl::Status s = MakeDirs(absl::StrCat(dir, "/maps")); !s.ok()) {
+      return s;
+    }
+    bpf_map* map;
+    bpf_object__for_each_map(map, skel->obj) {
+      if (bpf_map__is_internal(map)) continue;
+      const std::string path =
+          absl::StrCat(dir, "/maps/", bpf_map__name(map));
+      if (bpf_map__set_pin_path(map, path.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("pin path ", path));
+      }
+    }
+  }
   if (int err = S::load(skel.get()); err != 0) {
     return LoadError(-err, absl::StrCat(name, " enforcer: load"), &log);
   }
-  if (absl::Status s = FillProcNames(bpf_map__fd(skel->maps.sf_procnames));
-      !s.ok()) {
-    return s;
+  for (const char* map_name : kMapNames) {
+    bpf_map* map = bpf_object__find_map_by_name(skel->obj, map_name);
+    UniqueFd fd = Dup(map == nullptr ? -1 : bpf_map__fd(map));
+    if (!fd) return ErrnoError(errno, absl::StrCat("guard map ", map_name));
+    maps->push_back(std::move(fd));
   }
-  if (int err = S::attach(skel.get()); err != 0) {
-    return LoadError(-err, absl::StrCat(name, " enforcer: attach"), &log);
+  if (absl::Status s = FillProcNames(maps->back().get()); !s.ok()) return s;
+  if (!dir.empty()) {
+    if (absl::Status s = MakeDirs(absl::StrCat(dir, "/progs")); !s.ok()) {
+      return s;
+    }
   }
-  return skel;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel->obj) {
+    UniqueFd fd = Dup(bpf_program__fd(prog));
+    if (!fd) return ErrnoError(errno, bpf_program__name(prog));
+    if (!dir.empty()) {
+      const std::string path =
+          absl::StrCat(dir, "/progs/", bpf_program__name(prog));
+      ::unlink(path.c_str());  // a half-pinned set from a process that died
+      if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("pin ", path));
+      }
+    }
+    progs->emplace_back(bpf_program__name(prog), std::move(fd));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-GuardController::GuardController(Enforcer enforcer, std::unique_ptr<Bpf> bpf)
-    : enforcer_(enforcer), bpf_(std::move(bpf)) {}
 GuardController::GuardController(GuardController&&) noexcept = default;
 GuardController& GuardController::operator=(GuardController&&) noexcept =
     default;
-GuardController::~GuardController() = default;
 
-absl::StatusOr<GuardController> GuardController::Create(GuardMode mode) {
-  if (mode == GuardMode::kOff) return GuardController(Enforcer::kOff, nullptr);
+GuardController::~GuardController() {
+  if (host_ == nullptr || enforcer_ == Enforcer::kOff || !maps_.rings) return;
+  // This process's sandboxes stay guarded on a pinned host, and their
+  // events wait in its ring for a successor to read; a process that guards
+  // nothing any more takes its ring along. On a private host the links
+  // close with this object.
+  const uint32_t slot = host_->slot();
+  bool mine = false;
+  for (uint64_t id : GuardedSandboxes()) {
+    sf_guard_sandbox v{};
+    if (bpf_map_lookup_elem(maps_.guarded.get(), &id, &v) == 0 &&
+        v.ring == slot) {
+      mine = true;
+    }
+  }
+  if (!mine || !host_->pinned()) bpf_map_delete_elem(maps_.rings.get(), &slot);
+}
+
+absl::StatusOr<UniqueFd> GuardController::RingOfSlot(uint32_t slot) const {
+  if (!maps_.rings) return absl::NotFoundError("the guard is off");
+  uint32_t id = 0;
+  if (bpf_map_lookup_elem(maps_.rings.get(), &slot, &id) != 0) {
+    return absl::NotFoundError(absl::StrCat("no guard ring in slot ", slot));
+  }
+  UniqueFd fd(bpf_map_get_fd_by_id(id));
+  if (!fd) return ErrnoError(errno, absl::StrCat("open guard ring ", id));
+  return fd;
+}
+
+void GuardController::ClearSlot(uint32_t slot) {
+  if (maps_.rings && host_ != nullptr && slot != host_->slot()) {
+    bpf_map_delete_elem(maps_.rings.get(), &slot);
+  }
+}
+
+std::string GuardController::Dir() const {
+  if (!host_->pinned()) return "";
+  return host_->PinPath(absl::StrCat("guard/", EnforcerName(enforcer_)));
+}
+
+absl::StatusOr<GuardController> GuardController::Create(HostState* host,
+                                                        GuardMode mode) {
+  if (mode == GuardMode::kOff) return GuardController(host, Enforcer::kOff);
   // The programs look sandboxes up by absolute cgroup level.
   if (absl::Status s = CheckCgroupLevelsAbsolute(); !s.ok()) return s;
 
+  HostState::Lock lock = host->Exclusive();
+  // One guard per host: a loaded one is the one that governs.
+  if (host->pinned()) {
+    for (Enforcer e : {Enforcer::kLsm, Enforcer::kSignal}) {
+      const std::string dir =
+          host->PinPath(absl::StrCat("guard/", EnforcerName(e), "/progs"));
+      if (ListDir(dir).empty()) continue;
+      if (mode == GuardMode::kLsm && e != Enforcer::kLsm) {
+        return Rejected(
+            "guard mode lsm: the process guard this host runs is signal "
+            "(BPF LSM was unavailable when it was loaded)");
+      }
+      GuardController guard(host, e);
+      if (absl::Status s = guard.LoadOrOpen(guard.Dir()); !s.ok()) return s;
+      if (absl::Status s = guard.CreateRing(); !s.ok()) return s;
+      return guard;
+    }
+  }
+
   std::string fallback;
   if (mode == GuardMode::kAuto || mode == GuardMode::kLsm) {
-    absl::Status probe = ProbeBpfLsm();
-    absl::Status loaded = probe;
-    if (probe.ok()) {
-      absl::StatusOr<Skeleton<sf_guard_lsm>> lsm =
-          LoadEnforcer<sf_guard_lsm>("lsm");
-      if (lsm.ok()) {
-        auto bpf = std::make_unique<Bpf>();
-        bpf->lsm = *std::move(lsm);
-        bpf->Bind(bpf->lsm.get());
-        return GuardController(Enforcer::kLsm, std::move(bpf));
-      }
-      loaded = lsm.status();
+    absl::Status loaded = ProbeBpfLsm();
+    if (loaded.ok()) {
+      GuardController guard(host, Enforcer::kLsm);
+      loaded = guard.LoadOrOpen(guard.Dir());
+      if (loaded.ok()) loaded = guard.CreateRing();
+      if (loaded.ok()) return guard;
     }
     if (loaded.code() == absl::StatusCode::kPermissionDenied) return loaded;
     if (mode == GuardMode::kLsm) {
@@ -210,24 +306,127 @@ absl::StatusOr<GuardController> GuardController::Create(GuardMode mode) {
     }
     fallback = std::string(loaded.message());
   }
-
-  absl::StatusOr<Skeleton<sf_guard_sig>> sig =
-      LoadEnforcer<sf_guard_sig>("signal");
-  if (!sig.ok()) {
-    if (sig.status().code() == absl::StatusCode::kPermissionDenied) {
-      return sig.status();
-    }
+  GuardController guard(host, Enforcer::kSignal);
+  absl::Status loaded = guard.LoadOrOpen(guard.Dir());
+  if (loaded.ok()) loaded = guard.CreateRing();
+  if (!loaded.ok()) {
+    if (loaded.code() == absl::StatusCode::kPermissionDenied) return loaded;
     return Rejected(absl::StrCat(
-        "no process guard can be enforced on this kernel: ",
-        sig.status().message(),
+        "no process guard can be enforced on this kernel: ", loaded.message(),
         fallback.empty() ? "" : absl::StrCat("; lsm: ", fallback)));
   }
-  auto bpf = std::make_unique<Bpf>();
-  bpf->sig = *std::move(sig);
-  bpf->Bind(bpf->sig.get());
-  GuardController guard(Enforcer::kSignal, std::move(bpf));
   guard.fallback_reason_ = std::move(fallback);
   return guard;
+}
+
+absl::Status GuardController::LoadOrOpen(absl::string_view dir_view) {
+  const std::string dir(dir_view);
+  std::vector<UniqueFd> maps;
+  if (!dir.empty() && !ListDir(absl::StrCat(dir, "/progs")).empty()) {
+    for (const char* name : kMapNames) {
+      UniqueFd fd(bpf_obj_get(absl::StrCat(dir, "/maps/", name).c_str()));
+      if (!fd) {
+        return ErrnoError(errno,
+                          absl::StrCat("open the host's guard map ", name));
+      }
+      maps.push_back(std::move(fd));
+    }
+    for (const std::string& name : ListDir(absl::StrCat(dir, "/progs"))) {
+      UniqueFd fd(bpf_obj_get(absl::StrCat(dir, "/progs/", name).c_str()));
+      if (!fd) {
+        return ErrnoError(errno,
+                          absl::StrCat("open the host's guard program ", name));
+      }
+      progs_.emplace_back(name, std::move(fd));
+    }
+  } else {
+    absl::Status s =
+        enforcer_ == Enforcer::kLsm
+            ? LoadEnforcer<sf_guard_lsm>("lsm", dir, &maps, &progs_)
+            : LoadEnforcer<sf_guard_sig>("signal", dir, &maps, &progs_);
+    if (!s.ok()) return s;
+  }
+  maps_.guarded = std::move(maps[0]);
+  maps_.lost = std::move(maps[1]);
+  maps_.levels = std::move(maps[2]);
+  maps_.lost_other = std::move(maps[3]);
+  maps_.rings = std::move(maps[4]);
+  maps_.procnames = std::move(maps[5]);
+  return absl::OkStatus();
+}
+
+absl::Status GuardController::CreateRing() {
+  ring_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "sf_gevents", 0, 0,
+                             256 * 1024, nullptr));
+  if (!ring_) return ErrnoError(errno, "create the guard's event ring");
+  const uint32_t slot = host_->slot();
+  const int fd = ring_.get();
+  if (bpf_map_update_elem(maps_.rings.get(), &slot, &fd, BPF_ANY) != 0) {
+    return ErrnoError(errno, "install the guard's event ring");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GuardController::EnsureAttached() {
+  const std::string links = host_->pinned() ? absl::StrCat(Dir(), "/links") : "";
+  if (host_->pinned()) {
+    if (ListDir(links).size() == progs_.size()) return absl::OkStatus();
+    if (absl::Status s = MakeDirs(links); !s.ok()) return s;
+  } else if (!links_.empty()) {
+    return absl::OkStatus();
+  }
+  LibbpfLogCapture log;
+  std::vector<UniqueFd> attached;
+  for (const auto& [name, fd] : progs_) {
+    const std::string pin = absl::StrCat(links, "/", name);
+    if (host_->pinned() && ::access(pin.c_str(), F_OK) == 0) continue;
+    UniqueFd link(bpf_raw_tracepoint_open(nullptr, fd.get()));
+    if (!link) {
+      return LoadError(errno,
+                       absl::StrCat(EnforcerName(enforcer_),
+                                    " enforcer: attach ", name),
+                       &log);
+    }
+    if (host_->pinned() && bpf_obj_pin(link.get(), pin.c_str()) != 0) {
+      return ErrnoError(errno, absl::StrCat("pin ", pin));
+    }
+    attached.push_back(std::move(link));
+  }
+  if (!host_->pinned()) links_ = std::move(attached);
+  return absl::OkStatus();
+}
+
+void GuardController::DetachIfUnused() {
+  if (!GuardedSandboxes().empty()) return;
+  if (host_->pinned()) {
+    const std::string links = absl::StrCat(Dir(), "/links");
+    for (const std::string& name : ListDir(links)) {
+      ::unlink(absl::StrCat(links, "/", name).c_str());
+    }
+    ::rmdir(links.c_str());
+  }
+  links_.clear();
+}
+
+absl::Status GuardController::UpdateLevels() {
+  uint64_t mask = 0;
+  const int fd = maps_.guarded.get();
+  uint64_t key = 0, next = 0;
+  const uint64_t* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    sf_guard_sandbox v{};
+    if (bpf_map_lookup_elem(fd, &next, &v) == 0 &&
+        v.level <= SF_GUARD_MAX_LEVEL) {
+      mask |= 1ULL << v.level;
+    }
+    key = next;
+    prev = &key;
+  }
+  const uint32_t zero = 0;
+  if (bpf_map_update_elem(maps_.levels.get(), &zero, &mask, BPF_ANY) != 0) {
+    return ErrnoError(errno, "sf_glevels");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GuardController::AddSandbox(const GuardedSandbox& sandbox) {
@@ -237,73 +436,107 @@ absl::Status GuardController::AddSandbox(const GuardedSandbox& sandbox) {
                                  " is deeper than the guard supports (",
                                  SF_GUARD_MAX_LEVEL, ")"));
   }
-  if (bpf_ == nullptr) return absl::OkStatus();
+  if (enforcer_ == Enforcer::kOff) return absl::OkStatus();
 
-  auto known = sandbox_levels_.find(sandbox.cgroup_id);
-  if (known != sandbox_levels_.end() && known->second != sandbox.level) {
-    return Malformed(absl::StrCat("sandbox ", sandbox.cgroup_id,
-                                  " added again at another level"));
-  }
-  // The loss counter and the level bit exist before the sandbox does, so
-  // that its first event already finds them.
-  if (known == sandbox_levels_.end()) {
-    __u64 zero = 0;
-    if (bpf_map_update_elem(bpf_->lost_fd, &sandbox.cgroup_id, &zero,
-                            BPF_NOEXIST) != 0 &&
-        errno != EEXIST) {
-      return ErrnoError(errno, "sf_glost");
-    }
-    if (level_counts_[sandbox.level]++ == 0) {
-      __atomic_fetch_or(bpf_->levels, 1ULL << sandbox.level, __ATOMIC_SEQ_CST);
-    }
-    sandbox_levels_[sandbox.cgroup_id] = sandbox.level;
-  }
+  HostState::Lock lock = host_->Exclusive();
   sf_guard_sandbox value = {};
   value.mode = sandbox.audit_only ? SF_GUARD_AUDIT : SF_GUARD_ENFORCE;
   value.flags = sandbox.kill_readable ? SF_GUARD_F_KILL_READABLE : 0;
-  if (bpf_map_update_elem(bpf_->guarded_fd, &sandbox.cgroup_id, &value,
+  value.ring = host_->slot();
+  value.level = sandbox.level;
+  // The loss counter, the level bit and the programs exist before the
+  // sandbox does, so that its first event already finds them.
+  __u64 zero = 0;
+  if (bpf_map_update_elem(maps_.lost.get(), &sandbox.cgroup_id, &zero,
+                          BPF_NOEXIST) != 0 &&
+      errno != EEXIST) {
+    return ErrnoError(errno, "sf_glost");
+  }
+  if (absl::Status s = EnsureAttached(); !s.ok()) {
+    bpf_map_delete_elem(maps_.lost.get(), &sandbox.cgroup_id);
+    DetachIfUnused();
+    return s;
+  }
+  const uint32_t key0 = 0;
+  uint64_t mask = 0;
+  bpf_map_lookup_elem(maps_.levels.get(), &key0, &mask);
+  mask |= 1ULL << sandbox.level;
+  if (bpf_map_update_elem(maps_.levels.get(), &key0, &mask, BPF_ANY) != 0 ||
+      bpf_map_update_elem(maps_.guarded.get(), &sandbox.cgroup_id, &value,
                           BPF_ANY) != 0) {
-    int err = errno;
-    (void)RemoveSandbox(sandbox.cgroup_id);
+    const int err = errno;
+    bpf_map_delete_elem(maps_.lost.get(), &sandbox.cgroup_id);
+    UpdateLevels().IgnoreError();
+    DetachIfUnused();
     return ErrnoError(err, "sf_guarded");
   }
   return absl::OkStatus();
 }
 
 absl::Status GuardController::RemoveSandbox(uint64_t cgroup_id) {
-  auto it = sandbox_levels_.find(cgroup_id);
-  if (it == sandbox_levels_.end()) {
-    if (bpf_ == nullptr) return absl::OkStatus();
-    return absl::NotFoundError(
-        absl::StrCat("sandbox ", cgroup_id, " is not guarded"));
-  }
-  uint32_t level = it->second;
-  if (bpf_map_delete_elem(bpf_->guarded_fd, &cgroup_id) != 0 &&
-      errno != ENOENT) {
+  if (enforcer_ == Enforcer::kOff) return absl::OkStatus();
+  HostState::Lock lock = host_->Exclusive();
+  if (bpf_map_delete_elem(maps_.guarded.get(), &cgroup_id) != 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("sandbox ", cgroup_id, " is not guarded"));
+    }
     return ErrnoError(errno, "sf_guarded");
   }
   // Events still in flight count as untracked losses from now on.
   __u64 lost = 0;
-  if (bpf_map_lookup_elem(bpf_->lost_fd, &cgroup_id, &lost) == 0) {
-    __atomic_fetch_add(bpf_->lost_other, lost, __ATOMIC_SEQ_CST);
+  if (bpf_map_lookup_elem(maps_.lost.get(), &cgroup_id, &lost) == 0 &&
+      lost > 0) {
+    const uint32_t zero = 0;
+    __u64 other = 0;
+    bpf_map_lookup_elem(maps_.lost_other.get(), &zero, &other);
+    other += lost;
+    bpf_map_update_elem(maps_.lost_other.get(), &zero, &other, BPF_ANY);
   }
-  (void)bpf_map_delete_elem(bpf_->lost_fd, &cgroup_id);
-  if (--level_counts_[level] == 0) {
-    level_counts_.erase(level);
-    __atomic_fetch_and(bpf_->levels, ~(1ULL << level), __ATOMIC_SEQ_CST);
-  }
-  sandbox_levels_.erase(it);
-  return absl::OkStatus();
+  bpf_map_delete_elem(maps_.lost.get(), &cgroup_id);
+  absl::Status levels = UpdateLevels();
+  DetachIfUnused();
+  return levels;
 }
 
-int GuardController::events_fd() const {
-  return bpf_ == nullptr ? -1 : bpf_->events_fd;
+absl::Status GuardController::AdoptSandbox(uint64_t cgroup_id) {
+  if (enforcer_ == Enforcer::kOff) {
+    return absl::FailedPreconditionError("the process guard is off");
+  }
+  HostState::Lock lock = host_->Exclusive();
+  sf_guard_sandbox value{};
+  if (bpf_map_lookup_elem(maps_.guarded.get(), &cgroup_id, &value) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("sandbox ", cgroup_id, " is not guarded"));
+  }
+  value.ring = host_->slot();
+  if (bpf_map_update_elem(maps_.guarded.get(), &cgroup_id, &value,
+                          BPF_EXIST) != 0) {
+    return ErrnoError(errno, "sf_guarded");
+  }
+  // A guard whose programs were detached meanwhile (they never are while
+  // a sandbox is guarded, but a process may have died mid-way) is attached
+  // again.
+  return EnsureAttached();
+}
+
+std::vector<uint64_t> GuardController::GuardedSandboxes() const {
+  std::vector<uint64_t> ids;
+  if (!maps_.guarded) return ids;
+  uint64_t key = 0, next = 0;
+  const uint64_t* prev = nullptr;
+  while (bpf_map_get_next_key(maps_.guarded.get(), prev, &next) == 0) {
+    ids.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  return ids;
 }
 
 absl::StatusOr<uint64_t> GuardController::LostEvents(uint64_t cgroup_id) const {
-  if (bpf_ == nullptr) return 0;
+  if (enforcer_ == Enforcer::kOff) return 0;
   __u64 lost = 0;
-  if (bpf_map_lookup_elem(bpf_->lost_fd, &cgroup_id, &lost) != 0) {
+  if (bpf_map_lookup_elem(maps_.lost.get(), &cgroup_id, &lost) != 0) {
     if (errno == ENOENT) {
       return absl::NotFoundError(
           absl::StrCat("sandbox ", cgroup_id, " is not guarded"));
@@ -314,17 +547,21 @@ absl::StatusOr<uint64_t> GuardController::LostEvents(uint64_t cgroup_id) const {
 }
 
 uint64_t GuardController::LostEventsUntracked() const {
-  if (bpf_ == nullptr) return 0;
-  return __atomic_load_n(bpf_->lost_other, __ATOMIC_SEQ_CST);
+  if (enforcer_ == Enforcer::kOff) return 0;
+  const uint32_t zero = 0;
+  __u64 other = 0;
+  bpf_map_lookup_elem(maps_.lost_other.get(), &zero, &other);
+  return other;
 }
 
 absl::StatusOr<GuardEventReader> GuardEventReader::Create(int events_fd,
                                                           Callback callback) {
   if (events_fd < 0) return Malformed("no guard event ring buffer (off)");
   GuardEventReader reader;
-  reader.callback_ = std::make_unique<Callback>(std::move(callback));
+  reader.state_ = std::make_unique<State>();
+  reader.state_->callback = std::move(callback);
   reader.ring_.reset(ring_buffer__new(events_fd, &GuardEventReader::OnSample,
-                                      reader.callback_.get(), nullptr));
+                                      reader.state_.get(), nullptr));
   if (reader.ring_ == nullptr) return ErrnoError(errno, "ring_buffer__new");
   return reader;
 }
@@ -335,10 +572,14 @@ GuardEventReader& GuardEventReader::operator=(GuardEventReader&&) noexcept =
 GuardEventReader::~GuardEventReader() = default;
 
 int GuardEventReader::OnSample(void* ctx, void* data, size_t size) {
-  if (size < sizeof(sf_guard_event)) return 0;  // not ours: skip it
+  State* state = static_cast<State*>(ctx);
+  if (size < sizeof(sf_guard_event)) {
+    ++state->decode_errors;
+    return 0;
+  }
   sf_guard_event event;
   std::memcpy(&event, data, sizeof(event));
-  (*static_cast<Callback*>(ctx))(event);
+  state->callback(event);
   return 0;
 }
 

@@ -1,31 +1,41 @@
-// The process guard in the kernel: loads one of the two enforcers, keeps
-// its programs attached for as long as it lives, and says which sandboxes
-// they govern.
+// The process guard in the kernel: one enforcer per host (lsm where BPF LSM
+// runs, else the signal fallback), shared by every sandfence process.
+//
+// On a pinned host the guard's programs and maps are pinned under
+// <root>/guard/<enforcer>/ by the first process that needs them; its
+// programs are attached (links pinned) while at least one sandbox is
+// guarded and detached when the last one goes, whoever removes it. A
+// process that dies leaves its sandboxes guarded until another one adopts
+// or removes them. Each process reads its events from its own ring (its
+// driver slot). On a private host the guard is this process's alone.
 //
 // The programs are global: one attach serves every sandbox, and the map
 // sf_guarded says which cgroups are guarded. Outside a guarded sandbox the
 // programs cost a system-call-number compare, or for a /proc open one map
 // miss.
 //
-//   GuardController guard = *GuardController::Create(GuardMode::kAuto);
-//   guard.AddSandbox({.cgroup_id = cg.id, .level = cg.level});
-//   GuardEventReader events = *GuardEventReader::Create(guard, callback);
+//   GuardController guard = *GuardController::Create(&host, GuardMode::kAuto);
+//   guard.AddSandbox({.cgroup_id = cg.id(), .level = cg.level()});
+//   GuardEventReader events = *GuardEventReader::Create(guard.events_fd(), cb);
 //   events.Poll(100);
 #ifndef SANDFENCE_GUARD_GUARD_CONTROLLER_H_
 #define SANDFENCE_GUARD_GUARD_CONTROLLER_H_
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/bpf_handles.h"
+#include "common/unique_fd.h"
 #include "guard/guard_abi.h"
 #include "guard/guard_types.h"
+#include "host/host_state.h"
 
 namespace sandfence {
 
@@ -50,7 +60,11 @@ class GuardController {
   // signal (fallback_reason() says why). kLsm where lsm cannot run, or
   // kSignal where the signal programs cannot load: Rejected (exit 78).
   // kOff: nothing is loaded; AddSandbox() accepts and enforces nothing.
-  static absl::StatusOr<GuardController> Create(GuardMode mode);
+  // On a pinned host whose guard is loaded already, that enforcer is used
+  // (kLsm asked of a host whose guard runs signal is Rejected). `host`
+  // must outlive the controller.
+  static absl::StatusOr<GuardController> Create(HostState* host,
+                                                GuardMode mode);
 
   GuardController(GuardController&&) noexcept;
   GuardController& operator=(GuardController&&) noexcept;
@@ -61,31 +75,57 @@ class GuardController {
   // Why kAuto did not choose lsm; empty otherwise.
   const std::string& fallback_reason() const { return fallback_reason_; }
 
-  // Governs the processes of a cgroup and its descendants from now on.
-  // Adding a sandbox again replaces its settings.
+  // Governs the processes of a cgroup and its descendants from now on
+  // (attaching the host's guard programs if no sandbox had them). Adding a
+  // sandbox again replaces its settings.
   absl::Status AddSandbox(const GuardedSandbox& sandbox);
+  // Stops governing it; the last sandbox on the host detaches the programs.
   absl::Status RemoveSandbox(uint64_t cgroup_id);
+  // Takes over a sandbox another (dead) process guarded: its events come
+  // to this process from now on. NotFound when it is not guarded.
+  absl::Status AdoptSandbox(uint64_t cgroup_id);
+  // The cgroup ids the kernel guards, whoever added them.
+  std::vector<uint64_t> GuardedSandboxes() const;
 
-  // The ring buffer map of sf_guard_event records; -1 when off.
-  int events_fd() const;
+  // This process's ring buffer of sf_guard_event records; -1 when off.
+  int events_fd() const { return ring_.get(); }
+  // The ring a dead process left in its slot (NotFound: none), and its
+  // removal once read.
+  absl::StatusOr<UniqueFd> RingOfSlot(uint32_t slot) const;
+  void ClearSlot(uint32_t slot);
 
-  // Events lost to a full ring buffer: per sandbox (NotFound for one never
-  // added), and for sandboxes already removed.
+  // Events lost to a full ring buffer (or a ring nobody reads): per
+  // sandbox (NotFound for one never added), and for sandboxes already
+  // removed.
   absl::StatusOr<uint64_t> LostEvents(uint64_t cgroup_id) const;
   uint64_t LostEventsUntracked() const;
 
  private:
-  struct Bpf;  // the loaded skeleton, whichever it is
-  GuardController(Enforcer enforcer, std::unique_ptr<Bpf> bpf);
+  struct Maps {
+    UniqueFd guarded, lost, levels, lost_other, rings, procnames;
+  };
 
+  GuardController(HostState* host, Enforcer enforcer)
+      : host_(host), enforcer_(enforcer) {}
+  absl::Status LoadOrOpen(absl::string_view dir);
+  absl::Status CreateRing();
+  // Attaches the programs if they are not (host lock held).
+  absl::Status EnsureAttached();
+  void DetachIfUnused();
+  absl::Status UpdateLevels();
+  std::string Dir() const;
+
+  HostState* host_ = nullptr;
   Enforcer enforcer_ = Enforcer::kOff;
-  std::unique_ptr<Bpf> bpf_;
   std::string fallback_reason_;
-  std::map<uint64_t, uint32_t> sandbox_levels_;  // cgroup id -> level
-  std::map<uint32_t, int> level_counts_;
+  Maps maps_;
+  std::vector<std::pair<std::string, UniqueFd>> progs_;  // by program name
+  std::vector<UniqueFd> links_;                          // private hosts
+  UniqueFd ring_;
 };
 
-// Reads guard events from the ring buffer, calling back for each.
+// Reads guard events from a ring buffer, calling back for each. A record
+// too short to be an event is counted, not skipped silently.
 class GuardEventReader {
  public:
   using Callback = std::function<void(const sf_guard_event&)>;
@@ -100,13 +140,18 @@ class GuardEventReader {
   // Waits up to timeout_ms for events (0: only what is there); returns how
   // many were handled.
   absl::StatusOr<int> Poll(int timeout_ms);
+  uint64_t decode_errors() const { return state_->decode_errors; }
 
  private:
+  struct State {
+    Callback callback;
+    uint64_t decode_errors = 0;
+  };
   GuardEventReader() = default;
   static int OnSample(void* ctx, void* data, size_t size);
 
   // Heap-held so that the ring buffer's context pointer survives moves.
-  std::unique_ptr<Callback> callback_;
+  std::unique_ptr<State> state_;
   RingBuffer ring_;
 };
 

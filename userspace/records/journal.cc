@@ -85,7 +85,8 @@ std::string Events(uint64_t n) {
 bool Apply(const v1::RecordJournalEntry& e, size_t offset,
            v1::RolloutRecord* r) {
   auto warn = [&](absl::string_view what) {
-    r->add_warning(absl::StrCat("entry at byte ", offset, ": ", what));
+    AddWarning(r, v1::WARNING_BAD_ENTRY,
+               absl::StrCat("entry at byte ", offset, ": ", what));
     return false;
   };
   switch (e.entry_case()) {
@@ -136,6 +137,9 @@ bool Apply(const v1::RecordJournalEntry& e, size_t offset,
     case v1::RecordJournalEntry::kEnforcement:
       r->mutable_enforcement()->MergeFrom(e.enforcement());
       return true;
+    case v1::RecordJournalEntry::kWarning:
+      *r->add_warning() = e.warning();
+      return true;
     case v1::RecordJournalEntry::kTrailer:
       *r->mutable_end_time() = e.trailer().end_time();
       *r->mutable_loss() = e.trailer().loss();
@@ -179,7 +183,7 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
     const bool whole_prefix = ReadLength(bytes, pos, &length, &prefix);
     if (!whole_prefix || length > bytes.size() - pos - prefix) {
       if (!header) break;  // said below: not a record
-      record.add_warning(absl::StrCat(
+      AddWarning(&record, v1::WARNING_CUT, absl::StrCat(
           "record cut short: the file ends inside the entry that starts at "
           "byte ",
           pos, " (", bytes.size() - pos,
@@ -190,7 +194,8 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
     }
     if (length > kMaxJournalEntryBytes) {
       if (!header) break;
-      record.add_warning(absl::StrCat("entry at byte ", pos, " claims ", length,
+      AddWarning(&record, v1::WARNING_CUT,
+                 absl::StrCat("entry at byte ", pos, " claims ", length,
                                       " bytes: corrupt; read up to "
                                       "byte ",
                                       pos));
@@ -200,7 +205,8 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
     if (!entry.ParseFromArray(bytes.data() + pos + prefix,
                               static_cast<int>(length))) {
       if (!header) break;
-      record.add_warning(absl::StrCat("entry at byte ", pos,
+      AddWarning(&record, v1::WARNING_CUT,
+                 absl::StrCat("entry at byte ", pos,
                                       " does not parse: corrupt; read up to "
                                       "byte ",
                                       pos));
@@ -214,8 +220,9 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
       record.clear_warning();
       header = true;
     } else if (after_trailer) {
-      record.add_warning(absl::StrCat("entry at byte ", pos,
-                                      " comes after the trailer, ignored"));
+      AddWarning(&record, v1::WARNING_BAD_ENTRY,
+                 absl::StrCat("entry at byte ", pos,
+                              " comes after the trailer, ignored"));
     } else {
       Apply(entry, pos, &record);
       after_trailer = entry.has_trailer();
@@ -231,7 +238,8 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
                   "the start)"));
   }
   if (!record.complete()) {
-    record.add_warning(
+    AddWarning(
+        &record, v1::WARNING_NOT_FINALIZED,
         "record not finalized: sandfence stopped before the rollout ended, "
         "or the rollout is still running; counts may lag by the flush "
         "interval and the loss counters are the last snapshot");
@@ -244,7 +252,8 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
   if (!record.complete()) {
     record.mutable_loss()->set_events_recorded(sum);
   } else if (sum != record.loss().events_recorded()) {
-    record.add_warning(absl::StrCat("the entries count ", sum,
+    AddWarning(&record, v1::WARNING_IMBALANCE,
+               absl::StrCat("the entries count ", sum,
                                     " attempts but the recorder received ",
                                     record.loss().events_recorded()));
   }
@@ -286,50 +295,85 @@ uint64_t EventsAccountedFor(const v1::LossAccounting& loss) {
          loss.reader_dropped();
 }
 
+std::vector<std::string> WarningTexts(const v1::RolloutRecord& record) {
+  std::vector<std::string> out;
+  for (const v1::RecordWarning& w : record.warning()) out.push_back(w.text());
+  return out;
+}
+
+void AddWarning(v1::RolloutRecord* record, v1::WarningKind kind,
+                std::string text) {
+  v1::RecordWarning* w = record->add_warning();
+  w->set_kind(kind);
+  w->set_text(std::move(text));
+}
+
 void EvaluateLoss(v1::RolloutRecord* record) {
   const v1::LossAccounting& loss = record->loss();
   bool lossy = !record->complete();
   if (loss.kernel_events_lost() > 0) {
     lossy = true;
-    record->add_warning(absl::StrCat(
-        Events(loss.kernel_events_lost()),
-        " lost in the kernel (ring buffer full): those attempts were judged "
-        "and counted, but are not in the entries"));
+    AddWarning(record, v1::WARNING_EVENTS_LOST,
+               absl::StrCat(Events(loss.kernel_events_lost()),
+                            " lost in the kernel (ring buffer full, or no "
+                            "sandfence process reading it): those attempts "
+                            "were judged and counted, but are not in the "
+                            "entries"));
   }
   if (loss.reader_dropped() > 0) {
     lossy = true;
-    record->add_warning(absl::StrCat(
-        Events(loss.reader_dropped()),
-        " read but not recorded (the record file could not be written)"));
+    AddWarning(record, v1::WARNING_READER_DROPPED,
+               absl::StrCat(Events(loss.reader_dropped()),
+                            " read but not recorded (the record file could "
+                            "not be written)"));
   }
   if (loss.decode_errors() > 0) {
     lossy = true;
-    record->add_warning(
-        absl::StrCat(Events(loss.decode_errors()),
-                     " from the kernel could not be decoded (possibly this "
-                     "rollout's)"));
+    AddWarning(record, v1::WARNING_DECODE_ERRORS,
+               absl::StrCat(Events(loss.decode_errors()),
+                            " from the kernel could not be decoded (possibly "
+                            "this rollout's)"));
   }
   if (loss.overflowed() > 0) {
     lossy = true;
-    record->add_warning(absl::StrCat(
-        loss.overflowed(), loss.overflowed() == 1 ? " attempt" : " attempts",
-        " past the folding table's capacity counted without their "
-        "destinations (overflow entries)"));
+    AddWarning(record, v1::WARNING_OVERFLOW,
+               absl::StrCat(loss.overflowed(),
+                            loss.overflowed() == 1 ? " attempt" : " attempts",
+                            " past the folding table's capacity counted "
+                            "without their destinations (overflow entries)"));
+  }
+  if (loss.guard_events_lost() > 0) {
+    lossy = true;
+    AddWarning(record, v1::WARNING_GUARD_EVENTS_LOST,
+               absl::StrCat(loss.guard_events_lost(), " process-guard ",
+                            loss.guard_events_lost() == 1 ? "event" : "events",
+                            " lost in the kernel (ring buffer full, or no "
+                            "sandfence process reading it): the guard acted "
+                            "on them, the record does not show them"));
+  }
+  if (loss.guard_decode_errors() > 0) {
+    lossy = true;
+    AddWarning(record, v1::WARNING_GUARD_DECODE_ERRORS,
+               absl::StrCat(loss.guard_decode_errors(),
+                            " process-guard records could not be decoded "
+                            "(possibly this rollout's)"));
   }
   if (record->complete()) {
     if (!loss.kernel_counters_read()) {
       lossy = true;
-      record->add_warning(
-          "the kernel's counters were not read: nothing shows the record "
-          "is whole");
+      AddWarning(record, v1::WARNING_COUNTERS_UNREAD,
+                 "the kernel's counters were not read: nothing shows the "
+                 "record is whole");
     } else if (EventsToRecord(loss) != EventsAccountedFor(loss)) {
       lossy = true;
-      record->add_warning(absl::StrCat(
-          "the balance is off: the kernel meant to report ",
-          Events(EventsToRecord(loss)), ", ", EventsAccountedFor(loss),
-          " are accounted for (", loss.events_recorded(), " recorded + ",
-          loss.kernel_events_lost(), " lost in the kernel + ",
-          loss.reader_dropped(), " dropped by the reader)"));
+      AddWarning(
+          record, v1::WARNING_IMBALANCE,
+          absl::StrCat("the balance is off: the kernel meant to report ",
+                       Events(EventsToRecord(loss)), ", ",
+                       EventsAccountedFor(loss), " are accounted for (",
+                       loss.events_recorded(), " recorded + ",
+                       loss.kernel_events_lost(), " lost in the kernel + ",
+                       loss.reader_dropped(), " dropped by the reader)"));
     }
   }
   record->set_lossy(lossy);

@@ -70,6 +70,13 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes);
 // ReadRecord of a file; an unreadable file is an errno error.
 absl::StatusOr<v1::RolloutRecord> ReadRecordFile(const std::string& path);
 
+// The texts of a record's warnings, in order.
+std::vector<std::string> WarningTexts(const v1::RolloutRecord& record);
+
+// Appends a warning of a kind (code decides by kinds, never by text).
+void AddWarning(v1::RolloutRecord* record, v1::WarningKind kind,
+                std::string text);
+
 // Decides record.lossy from its loss accounting and completeness, and adds
 // a warning for every reason (used by the reader and the recorder alike).
 void EvaluateLoss(v1::RolloutRecord* record);

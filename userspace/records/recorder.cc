@@ -44,6 +44,19 @@ v1::RuleSource ToProto(RuleSource s) {
 
 std::string L4Name(L4 p) { return p == L4::kUdp ? "udp" : "tcp"; }
 
+RuleSource FromProto(v1::RuleSource s) {
+  switch (s) {
+    case v1::RULE_SOURCE_MODEL:
+      return RuleSource::kModel;
+    case v1::RULE_SOURCE_TOOL:
+      return RuleSource::kTool;
+    case v1::RULE_SOURCE_DNS:
+      return RuleSource::kDns;
+    default:
+      return RuleSource::kAllow;
+  }
+}
+
 std::string SocketTypeName(uint8_t type) {
   switch (type) {
     case SOCK_STREAM:
@@ -74,6 +87,46 @@ std::string RuleText(const Rule& rule) {
                           ? absl::StrCat(rule.port_first)
                           : absl::StrCat(rule.port_first, "-", rule.port_last);
   return absl::StrCat(L4Name(rule.protocol), " ", addr, ":", ports);
+}
+
+absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
+  CompiledPhase phase;
+  phase.name = p.name();
+  phase.access = p.network_access();
+  for (const v1::CompiledRule& r : p.rule()) {
+    Rule rule;
+    if (r.protocol() == "tcp") {
+      rule.protocol = L4::kTcp;
+    } else if (r.protocol() == "udp") {
+      rule.protocol = L4::kUdp;
+    } else {
+      return Malformed(absl::StrCat("phase ", p.name(), ": rule protocol \"",
+                                    r.protocol(), "\""));
+    }
+    absl::StatusOr<IpPrefix> dest = IpPrefix::Parse(r.destination());
+    if (!dest.ok()) {
+      return Malformed(absl::StrCat("phase ", p.name(), ": rule destination ",
+                                    dest.status().message()));
+    }
+    if (r.port_first() > 65535 || r.port_last() > 65535 ||
+        r.port_first() > r.port_last()) {
+      return Malformed(absl::StrCat("phase ", p.name(), ": rule ports ",
+                                    r.port_first(), "-", r.port_last()));
+    }
+    rule.dest = *dest;
+    rule.port_first = static_cast<uint16_t>(r.port_first());
+    rule.port_last = static_cast<uint16_t>(r.port_last());
+    rule.source = FromProto(r.source());
+    rule.origin = r.origin();
+    phase.rules.push_back(std::move(rule));
+  }
+  for (const v1::DroppedGrant& d : p.dropped()) {
+    phase.dropped.push_back({d.url(), d.name(), d.reason(), FromProto(d.source())});
+  }
+  phase.loopback = p.loopback();
+  phase.guard = p.guard();
+  phase.audit_allowed = p.audit_allowed();
+  return phase;
 }
 
 v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase) {
@@ -295,7 +348,18 @@ void RolloutRecorder::AddGuardEntry(v1::GuardEntry entry) {
   v1::RecordJournalEntry e;
   *e.mutable_guard_event() = std::move(entry);
   journal_.Append(e);
+  ++guard_recorded_;
   MaybeFlushLocked().IgnoreError();
+}
+
+void RolloutRecorder::AddWarning(v1::WarningKind kind, std::string text) {
+  absl::MutexLock lock(&mu_);
+  if (finalized_) return;
+  v1::RecordJournalEntry e;
+  e.mutable_warning()->set_kind(kind);
+  e.mutable_warning()->set_text(std::move(text));
+  journal_.Append(e);
+  FlushLocked(/*sync=*/false, /*snapshot=*/false).IgnoreError();
 }
 
 void RolloutRecorder::AppendCounts() {
@@ -327,6 +391,7 @@ v1::LossAccounting RolloutRecorder::Loss() const {
   loss.set_events_recorded(folder_.total());
   loss.set_reader_dropped(reader_dropped_);
   loss.set_overflowed(folder_.overflowed());
+  loss.set_guard_events_recorded(guard_recorded_);
   return loss;
 }
 
@@ -384,6 +449,8 @@ absl::StatusOr<RecordOutcome> RolloutRecorder::Finalize(
   *loss = Loss();
   loss->set_decode_errors(counts.decode_errors);
   loss->set_unrouted_events(counts.unrouted_events);
+  loss->set_guard_events_lost(counts.guard_events_lost);
+  loss->set_guard_decode_errors(counts.guard_decode_errors);
   EvaluateLoss(&summary);
 
   v1::RecordJournalEntry e;
@@ -395,7 +462,9 @@ absl::StatusOr<RecordOutcome> RolloutRecorder::Finalize(
   RecordOutcome out;
   out.loss = *loss;
   out.lossy = summary.lossy();
-  out.warnings.assign(summary.warning().begin(), summary.warning().end());
+  for (const v1::RecordWarning& w : summary.warning()) {
+    out.warnings.push_back(w.text());
+  }
   out.entries = folder_.size();
   out.bytes = journal_.bytes_written();
   return out;

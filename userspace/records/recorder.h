@@ -79,6 +79,10 @@ struct FinalCounts {
   uint64_t decode_errors = 0;
   // Events for sandboxes with no open rollout (RecordRouter fills it).
   uint64_t unrouted_events = 0;
+  // The process guard: events the kernel lost for this sandbox, and guard
+  // records that could not be decoded while it was open.
+  uint64_t guard_events_lost = 0;
+  uint64_t guard_decode_errors = 0;
 };
 
 struct RecordOutcome {
@@ -121,6 +125,8 @@ class RolloutRecorder {
   // Process-guard reports (filled by the guard module; phase set here).
   void SetGuardEnforcement(absl::string_view mode);  // "lsm", "signal", "off"
   void AddGuardEntry(v1::GuardEntry entry);
+  // A warning the record must carry (what a successor found, say).
+  void AddWarning(v1::WarningKind kind, std::string text);
 
   // Flushes if the flush interval has passed (for an idle poll loop).
   absl::Status Tick();
@@ -165,6 +171,7 @@ class RolloutRecorder {
       ABSL_GUARDED_BY(mu_);
   std::optional<SandboxCounters> last_counters_ ABSL_GUARDED_BY(mu_);
   uint64_t reader_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t guard_recorded_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_flush_mono_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_snapshot_mono_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool finalized_ ABSL_GUARDED_BY(mu_) = false;
@@ -215,8 +222,10 @@ class RecordRouter {
 // line, as `sandfence check` prints it.
 std::string RuleText(const Rule& rule);
 
-// The header part of a record for a compiled policy's phases.
+// The header part of a record for a compiled policy's phases, and back: a
+// record (or a daemon's saved state) holds exactly what was enforced.
 v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase);
+absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& phase);
 
 }  // namespace sandfence
 

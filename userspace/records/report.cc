@@ -204,8 +204,8 @@ void Header(const v1::RolloutRecord& r, std::string* out) {
   absl::StrAppend(out, t.Render(""));
   if (r.warning_size() > 0) {
     absl::StrAppend(out, "\nwarnings\n");
-    for (const std::string& w : r.warning()) {
-      absl::StrAppend(out, "  - ", w, "\n");
+    for (const v1::RecordWarning& w : r.warning()) {
+      absl::StrAppend(out, "  - ", w.text(), "\n");
     }
   }
 }
@@ -353,6 +353,11 @@ void Losses(const v1::RolloutRecord& r, std::string* out) {
                              "undecodable events"),
                       ", ", Plural(l.unrouted_events(), "event", "events"),
                       " for sandboxes with no open rollout")});
+  t.Add({"guard",
+         absl::StrCat(l.guard_events_recorded(), " recorded, ",
+                      l.guard_events_lost(), " lost in the kernel, ",
+                      Plural(l.guard_decode_errors(), "undecodable record",
+                             "undecodable records"))});
   absl::StrAppend(out, t.Render("  "));
 }
 

@@ -65,8 +65,9 @@ CommandOutput RunRecordsCommand(const std::vector<std::string>& args) {
   }
   if (json) {
     // The text report lists its warnings; JSON readers get them here too.
-    for (const std::string& w : record->warning()) {
-      absl::StrAppend(&out.err, "sandfence records: warning: ", w, "\n");
+    for (const v1::RecordWarning& w : record->warning()) {
+      absl::StrAppend(&out.err, "sandfence records: warning: ", w.text(),
+                      "\n");
     }
     absl::StatusOr<std::string> text = FormatRecordJson(*record);
     if (!text.ok()) {

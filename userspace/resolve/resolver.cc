@@ -250,6 +250,22 @@ absl::StatusOr<std::vector<HostPort>> ReadResolvConf(const std::string& path) {
   return ParseResolvConf(text);
 }
 
+absl::StatusOr<std::vector<IpAddress>> LazyResolver::Resolve(
+    absl::string_view name) {
+  if (!made_) {
+    made_ = true;
+    absl::StatusOr<std::unique_ptr<Resolver>> made =
+        MakeCaresResolver(options_);
+    if (made.ok()) {
+      resolver_ = *std::move(made);
+    } else {
+      error_ = made.status();
+    }
+  }
+  if (resolver_ == nullptr) return error_;
+  return resolver_->Resolve(name);
+}
+
 absl::StatusOr<std::unique_ptr<Resolver>> MakeCaresResolver(
     const ResolverOptions& options) {
   if (options.tries < 1) {

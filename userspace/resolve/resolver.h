@@ -57,6 +57,24 @@ struct ResolverOptions {
 absl::StatusOr<std::unique_ptr<Resolver>> MakeCaresResolver(
     const ResolverOptions& options);
 
+// A c-ares resolver made on first use, so that its set-up errors (no usable
+// resolv.conf) matter only to policies that name hosts: a policy without
+// names needs no DNS at all.
+class LazyResolver : public Resolver {
+ public:
+  explicit LazyResolver(ResolverOptions options)
+      : options_(std::move(options)) {}
+
+  absl::StatusOr<std::vector<IpAddress>> Resolve(
+      absl::string_view name) override;
+
+ private:
+  ResolverOptions options_;
+  bool made_ = false;
+  std::unique_ptr<Resolver> resolver_;
+  absl::Status error_;
+};
+
 // The nameservers named in a resolv.conf file (port 53), in file order, read
 // the way glibc reads them, so that the list is the one programs on the host
 // actually use:

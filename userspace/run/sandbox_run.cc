@@ -23,9 +23,10 @@
 #include "common/unique_fd.h"
 #include "common/cgroup.h"
 #include "egress/spawn.h"
-#include "guard/guard_controller.h"
 #include "guard/guard_record.h"
-#include "common/cgroup.h"
+#include "sandbox/kernel_enforcement.h"
+#include "sandbox/reaper.h"
+#include "sandbox/sandbox.h"
 
 namespace sandfence {
 namespace {
@@ -101,6 +102,9 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   BlockedSignals blocked;
   UniqueFd sigfd(::signalfd(-1, &blocked.set(), SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigfd) return ErrnoError(errno, "signalfd");
+  if (request.record_path.empty() == false && request.policy == nullptr) {
+    return absl::InvalidArgumentError("a record needs the compiled policy");
+  }
 
   std::string parent = request.cgroup_parent;
   const bool default_parent = parent.empty();
@@ -115,149 +119,111 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   absl::Cleanup remove_parent = [&] {
     if (default_parent) ::rmdir(parent.c_str());
   };
-  auto make_parent = [&]() -> absl::Status {
-    if (default_parent && ::mkdir(parent.c_str(), 0755) != 0 &&
-        errno != EEXIST) {
-      return ErrnoError(errno, absl::StrCat("create ", parent));
-    }
-    return absl::OkStatus();
-  };
-  if (absl::Status s = make_parent(); !s.ok()) return s;
 
-  absl::StatusOr<std::unique_ptr<EgressController>> controller =
-      EgressController::Create();
-  if (!controller.ok()) return controller.status();
-
-  // The guard loads before anything exists: lsm asked for and unavailable
-  // is a refusal, and nothing has started.
-  const GuardMode guard_mode =
-      request.guard_mode.value_or(GuardModeFromPolicy(request.phase.guard));
-  absl::StatusOr<GuardController> guard = GuardController::Create(guard_mode);
-  if (!guard.ok()) return guard.status();
-
-  const std::string sandbox_path = absl::StrCat(parent, "/run-", ::getpid());
-  absl::StatusOr<Cgroup> sandbox = Cgroup::Create(sandbox_path);
-  if (!sandbox.ok() && absl::IsNotFound(sandbox.status()) && default_parent) {
-    // Another run removed the empty parent between our mkdir and now.
-    if (absl::Status s = make_parent(); !s.ok()) return s;
-    sandbox = Cgroup::Create(sandbox_path);
-  }
-  if (!sandbox.ok()) return sandbox.status();
-  std::unique_ptr<RolloutRecorder> recorder;
-  if (!request.record_path.empty()) {
-    if (request.policy == nullptr) {
-      return absl::InvalidArgumentError("a record needs the compiled policy");
-    }
-    RolloutInfo info;
-    info.rollout_id = request.rollout_id.empty()
-                          ? absl::StrCat("run-", ::getpid())
-                          : request.rollout_id;
-    info.cgroup_path = sandbox->path();
-    info.cgroup_id = sandbox->id();
-    RecorderOptions options;
-    options.overwrite = true;
-    EgressController* c = controller->get();
-    const uint64_t id = sandbox->id();
-    options.counters = [c, id] { return c->Counters(id); };
-    absl::StatusOr<std::unique_ptr<RolloutRecorder>> created =
-        RolloutRecorder::Create(request.record_path, info, *request.policy,
-                                BootClock::Capture(), options);
-    if (!created.ok()) return created.status();
-    recorder = *std::move(created);
-    // The span starts before the kernel switches; see recorder.h.
-    if (absl::Status s = recorder->BeginPhase(request.phase.name); !s.ok()) {
-      return s;
-    }
-  }
-  if (absl::Status s =
-          (*controller)->AddSandbox(sandbox->fd(), sandbox->id(), request.phase);
-      !s.ok()) {
-    return s;
-  }
-  if (recorder) {
-    absl::StatusOr<uint32_t> generation =
-        (*controller)->Generation(sandbox->id());
-    if (generation.ok()) recorder->BindGeneration(*generation);
-  }
+  KernelEnforcementOptions options;
+  options.host.pin_root = request.pin_root;
+  options.host.kind = DriverKind::kRun;
+  absl::StatusOr<std::unique_ptr<KernelEnforcement>> host =
+      KernelEnforcement::Create(options);
+  if (!host.ok()) return host.status();
 
   RunSummary summary;
-  summary.cgroup_path = sandbox->path();
-  summary.guard_enforcer = std::string(guard->enforcer_name());
-  summary.guard_fallback = guard->fallback_reason();
-  if (recorder) recorder->SetGuardEnforcement(summary.guard_enforcer);
-  if (guard->enforcer() != Enforcer::kOff) {
-    absl::StatusOr<CgroupRef> inspected =
-        InspectCgroup(sandbox->path());
-    if (!inspected.ok()) return inspected.status();
-    GuardedSandbox guarded;
-    guarded.cgroup_id = inspected->id;
-    guarded.level = inspected->level;
-    if (absl::Status s = guard->AddSandbox(guarded); !s.ok()) return s;
-  }
-  const int64_t mono_to_unix = MonotonicToUnixOffsetNs();
-  std::optional<GuardEventReader> guard_reader;
-  if (guard->events_fd() >= 0) {
-    absl::StatusOr<GuardEventReader> r = GuardEventReader::Create(
-        guard->events_fd(), [&](const sf_guard_event& e) {
-          if (e.sandbox_id != sandbox->id()) return;
-          v1::GuardEntry entry = GuardEntryFromEvent(e, mono_to_unix);
-          summary.guard_events.push_back(
-              {entry.action(), entry.what(), entry.detail(),
-               entry.actor().tgid(), entry.actor().command(),
-               entry.target().tgid(), entry.target().command()});
-          if (recorder) recorder->AddGuardEntry(std::move(entry));
-        });
-    if (!r.ok()) return r.status();
-    guard_reader.emplace(*std::move(r));
-  }
-  SummaryBuilder builder;
-  absl::StatusOr<std::unique_ptr<NetEventReader>> reader =
-      NetEventReader::Create((*controller)->events_fd(),
-                             [&](const NetEvent& e) {
-                               if (e.sandbox != sandbox->id()) return;
-                               ++summary.events_read;
-                               builder.Add(e);
-                               if (recorder) recorder->Add(e);
-                               if (request.on_event) request.on_event(e);
-                             });
-  if (!reader.ok()) return reader.status();
+  // What dead runs left behind dies before anything of ours starts.
+  ReapReport reaped = ReapDeadRuns(**host);
+  summary.reaped = reaped.reaped;
+  summary.reap_errors = reaped.errors;
 
-  SpawnOptions spawn;
-  spawn.cgroup_fd = sandbox->fd();
-  spawn.argv = request.argv;
-  spawn.uid = request.uid;
-  spawn.gid = request.gid;
-  spawn.new_netns = request.private_netns;
+  auto make_spec = [&] {
+    SandboxSpec spec;
+    spec.rollout_id = request.rollout_id.empty()
+                          ? absl::StrCat("run-", ::getpid())
+                          : request.rollout_id;
+    spec.cgroup_path = absl::StrCat(parent, "/run-", ::getpid());
+    spec.create_cgroup = true;
+    if (request.policy != nullptr) {
+      spec.policy = *request.policy;
+    } else {
+      spec.policy.name = "inline";
+      spec.policy.phases.push_back(request.phase);
+    }
+    spec.initial_phase = request.phase.name;
+    spec.guard_mode =
+        request.guard_mode.value_or(GuardModeFromPolicy(request.phase.guard));
+    spec.record_path = request.record_path;
+    spec.record_options.overwrite = true;
+    return spec;
+  };
+  absl::StatusOr<std::unique_ptr<Sandbox>> sandbox =
+      Sandbox::Start(host->get(), make_spec());
+  if (!sandbox.ok() && absl::IsNotFound(sandbox.status()) && default_parent) {
+    // Another run removed the empty parent in the meantime: once more.
+    sandbox = Sandbox::Start(host->get(), make_spec());
+  }
+  if (!sandbox.ok()) return sandbox.status();
+  Sandbox& sb = **sandbox;
+
+  summary.cgroup_path = sb.cgroup().path;
+  summary.guard_enforcer = std::string(EnforcerName(sb.guard().enforcer));
+  summary.guard_fallback = sb.guard().fallback_reason;
+  const int64_t mono_to_unix = MonotonicToUnixOffsetNs();
+  SummaryBuilder builder;
+  sb.AddListener(SandboxListener{
+      [&](const NetEvent& e) {
+        ++summary.events_read;
+        builder.Add(e);
+        if (request.on_event) request.on_event(e);
+      },
+      [&](const sf_guard_event& e) {
+        v1::GuardEntry entry = GuardEntryFromEvent(e, mono_to_unix);
+        summary.guard_events.push_back(
+            {entry.action(), entry.what(), entry.detail(),
+             entry.actor().tgid(), entry.actor().command(),
+             entry.target().tgid(), entry.target().command()});
+      }});
+
+  // Ends the sandbox and fills the summary from what it reports.
+  auto end = [&]() -> absl::Status {
+    absl::StatusOr<SandboxEnd> ended = sb.End();
+    if (!ended.ok()) return ended.status();
+    summary.counters = ended->counters;
+    summary.decode_errors =
+        ended->hub.net_decode_errors + ended->hub.guard_decode_errors;
+    summary.guard_events_lost = ended->guard_events_lost;
+    summary.record = ended->record;
+    builder.Finish(&summary);
+    return ended->cleanup;
+  };
+
   // A signal that came while we set up: the command never starts, and
   // the status is what being killed by that signal would have given.
   if (signalfd_siginfo early; ::read(sigfd.get(), &early, sizeof(early)) ==
                               static_cast<ssize_t>(sizeof(early))) {
-    RunSummary interrupted;
-    interrupted.cgroup_path = sandbox->path();
-    interrupted.exit_status = 128 + static_cast<int>(early.ssi_signo);
-    interrupted.interrupted_before_start = true;
-    if (recorder) {
-      FinalCounts final_counts;
-      absl::StatusOr<SandboxCounters> c = (*controller)->Counters(sandbox->id());
-      if (c.ok()) final_counts.kernel = *c;
-      absl::StatusOr<RecordOutcome> outcome = recorder->Finalize(final_counts);
-      if (outcome.ok()) interrupted.record = *std::move(outcome);
-    }
-    return interrupted;
+    summary.exit_status = 128 + static_cast<int>(early.ssi_signo);
+    summary.interrupted_before_start = true;
+    if (absl::Status s = end(); !s.ok()) return s;
+    return summary;
   }
-  absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
-  if (!child.ok()) return child.status();
 
+  SpawnOptions spawn;
+  spawn.cgroup_fd = (*host)->CgroupFd(sb.cgroup().id);
+  spawn.argv = request.argv;
+  spawn.uid = request.uid;
+  spawn.gid = request.gid;
+  spawn.new_netns = request.private_netns;
+  absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
+  if (!child.ok()) {
+    end().IgnoreError();
+    return child.status();
+  }
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, *child, 0)));
   if (!pidfd) return ErrnoError(errno, "pidfd_open");
 
   // One loop: the command's exit, forwarded signals, and events.
   int signals_seen = 0;
   for (;;) {
-    pollfd fds[2] = {{pidfd.get(), POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
-    absl::StatusOr<int> polled = (*reader)->Poll(0);
+    absl::StatusOr<int> polled = (*host)->PollEvents(0);
     if (!polled.ok()) return polled.status();
-    if (guard_reader) guard_reader->Poll(0).IgnoreError();
+    pollfd fds[2] = {{pidfd.get(), POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
     int n = ::poll(fds, 2, 50);
     if (n < 0 && errno != EINTR) return ErrnoError(errno, "poll");
     if (fds[1].revents & POLLIN) {
@@ -271,37 +237,12 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
       }
     }
     if (fds[0].revents & POLLIN) break;
-    if (recorder) recorder->Tick().IgnoreError();  // errors stick; see below
+    if (sb.recorder() != nullptr) sb.recorder()->Tick().IgnoreError();
   }
   absl::StatusOr<int> status = WaitForExit(*child);
   if (!status.ok()) return status.status();
   summary.exit_status = *status;
-
-  // Leftover processes die before the hooks come off: nothing in the
-  // sandbox ever runs unenforced.
-  absl::Status removed = sandbox->Remove();
-  if (absl::StatusOr<int> drained = (*reader)->Drain(); !drained.ok()) {
-    return drained.status();
-  }
-  if (guard_reader) guard_reader->Poll(0).IgnoreError();
-  if (guard->enforcer() != Enforcer::kOff) {
-    summary.guard_events_lost = guard->LostEvents(sandbox->id()).value_or(0);
-    guard->RemoveSandbox(sandbox->id()).IgnoreError();
-  }
-  absl::StatusOr<SandboxCounters> counters =
-      (*controller)->RemoveSandbox(sandbox->id());
-  if (counters.ok()) summary.counters = *counters;
-  summary.decode_errors = (*reader)->decode_errors();
-  if (recorder) {
-    FinalCounts final_counts;
-    if (counters.ok()) final_counts.kernel = *counters;
-    final_counts.decode_errors = summary.decode_errors;
-    absl::StatusOr<RecordOutcome> outcome = recorder->Finalize(final_counts);
-    if (!outcome.ok()) return outcome.status();
-    summary.record = *std::move(outcome);
-  }
-  builder.Finish(&summary);
-  if (!removed.ok()) return removed;
+  if (absl::Status s = end(); !s.ok()) return s;
   return summary;
 }
 

@@ -1,10 +1,13 @@
 // Runs one command in a fresh sandbox under one compiled phase: the library
-// behind `sandfence run` and `sandfence demo`.
+// behind `sandfence run` and `sandfence demo`, a driver of the sandbox
+// lifecycle (sandbox/sandbox.h).
 //
-// Order, so that nothing ever runs unenforced: create the sandbox cgroup,
-// program the maps and attach the hooks, then clone3 the command straight
-// into the cgroup. On the way out: kill whatever is left in the sandbox,
-// and only then detach and remove it.
+// Order, so that nothing ever runs unenforced: the sandbox is started
+// (cgroup, hooks, guard), then the command is cloned straight into its
+// cgroup. On the way out the sandbox ends: whatever is left in it is
+// killed before the hooks come off. Its links are pinned on the host's
+// state: if this process is killed, the sandbox stays enforced until the
+// next sandfence process ends it.
 #ifndef SANDFENCE_RUN_SANDBOX_RUN_H_
 #define SANDFENCE_RUN_SANDBOX_RUN_H_
 
@@ -23,6 +26,7 @@
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
 #include "guard/guard_types.h"
+#include "host/host_state.h"
 #include "records/recorder.h"
 
 namespace sandfence {
@@ -44,6 +48,9 @@ struct RunRequest {
   std::string rollout_id;  // default: "run-<pid>"
   // The process guard; unset: what the phase's guard block says (auto).
   std::optional<GuardMode> guard_mode;
+  // The host's shared, pinned state (kDefaultPinRoot); "" = private: the
+  // sandbox dies with this process instead of outliving it enforced.
+  std::string pin_root = kDefaultPinRoot;
 };
 
 // A process-guard decision, as the summary shows it.
@@ -82,6 +89,9 @@ struct RunSummary {
   std::string guard_fallback;  // why auto did not pick lsm
   std::vector<GuardSummaryLine> guard_events;
   uint64_t guard_events_lost = 0;
+  // Sandboxes of dead `sandfence run`s this run ended before it started.
+  std::vector<uint64_t> reaped;
+  std::vector<std::string> reap_errors;
 };
 
 // Root only (CAP_BPF, CAP_NET_ADMIN, cgroup writes). SIGINT, SIGTERM and

@@ -1,0 +1,311 @@
+#include "host/host_state.h"
+
+#include <bpf/bpf.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status.h"
+
+namespace sandfence {
+namespace {
+
+constexpr long kBpfFsMagic = 0xcafe4a11;
+
+// An array map pinned at path, created (and pinned) if absent.
+absl::StatusOr<UniqueFd> OpenOrCreateArray(const std::string& path,
+                                           const char* name,
+                                           uint32_t value_size,
+                                           uint32_t entries, bool* created) {
+  *created = false;
+  UniqueFd fd(bpf_obj_get(path.c_str()));
+  if (fd) return fd;
+  if (errno != ENOENT) {
+    return ErrnoError(errno, absl::StrCat("open pinned map ", path));
+  }
+  fd.reset(bpf_map_create(BPF_MAP_TYPE_ARRAY, name, sizeof(uint32_t),
+                          value_size, entries, nullptr));
+  if (!fd) return ErrnoError(errno, absl::StrCat("create map ", name));
+  if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("pin ", path));
+  }
+  *created = true;
+  return fd;
+}
+
+bool Alive(const sf_driver& d) {
+  if (d.pid == 0) return false;
+  absl::StatusOr<uint64_t> start = ProcessStartTicks(static_cast<pid_t>(d.pid));
+  return start.ok() && *start == d.start_ticks;
+}
+
+}  // namespace
+
+absl::string_view DriverKindName(DriverKind kind) {
+  switch (kind) {
+    case DriverKind::kDaemon:
+      return "daemon";
+    case DriverKind::kRun:
+      return "run";
+  }
+  return "unknown";
+}
+
+absl::Status EnsureBpfFs(const std::string& pin_root) {
+  constexpr char kBpfFs[] = "/sys/fs/bpf";
+  if (pin_root.rfind(kBpfFs, 0) != 0) return absl::OkStatus();
+  struct statfs fs {};
+  if (::statfs(kBpfFs, &fs) == 0 && fs.f_type == kBpfFsMagic) {
+    return absl::OkStatus();
+  }
+  if (::mount("bpf", kBpfFs, "bpf", 0, "mode=0700") != 0) {
+    return ErrnoError(errno, "mount a bpf filesystem at /sys/fs/bpf");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  std::string partial;
+  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
+    absl::StrAppend(&partial, "/", part);
+    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoError(errno, absl::StrCat("create ", partial));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ProcessStartTicks(pid_t pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/stat");
+  std::ifstream in(path);
+  if (!in) return ErrnoError(errno, absl::StrCat("read ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string stat = buffer.str();
+  // The command (field 2) is in parentheses and may hold spaces: count the
+  // fields after its closing one. starttime is field 22.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) {
+    return absl::InternalError(absl::StrCat(path, ": no command field"));
+  }
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ');
+  uint64_t ticks = 0;
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &ticks)) {
+    return absl::InternalError(absl::StrCat(path, ": no start time"));
+  }
+  return ticks;
+}
+
+absl::StatusOr<std::unique_ptr<HostState>> HostState::Open(
+    const HostOptions& options) {
+  std::unique_ptr<HostState> h(new HostState());
+  h->kind_ = options.kind;
+  if (options.pin_root.empty()) return h;
+
+  h->pin_root_ = options.pin_root;
+  while (h->pin_root_.size() > 1 && h->pin_root_.back() == '/') {
+    h->pin_root_.pop_back();
+  }
+  if (absl::Status s = EnsureBpfFs(h->pin_root_); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(h->pin_root_); !s.ok()) return s;
+  struct statfs fs {};
+  if (::statfs(h->pin_root_.c_str(), &fs) != 0) {
+    return ErrnoError(errno, absl::StrCat("statfs ", h->pin_root_));
+  }
+  if (fs.f_type != kBpfFsMagic) {
+    return Rejected(absl::StrCat(
+        "pin directory ", h->pin_root_,
+        " is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)"));
+  }
+  // The last process out removes the whole tree: a directory locked after
+  // that happened is a dead one, and the lock is taken again on a new one.
+  std::optional<Lock> lock;
+  for (int attempt = 0;; ++attempt) {
+    if (absl::Status s = MakeDirs(h->pin_root_); !s.ok()) return s;
+    h->root_fd_.reset(
+        ::open(h->pin_root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!h->root_fd_) {
+      return ErrnoError(errno, absl::StrCat("open ", h->pin_root_));
+    }
+    lock.emplace(h->Exclusive());
+    struct stat held {}, now {};
+    if (::fstat(h->root_fd_.get(), &held) == 0 &&
+        ::stat(h->pin_root_.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+        held.st_nlink > 0) {
+      break;
+    }
+    lock.reset();
+    if (attempt == 100) {
+      return Unavailable(absl::StrCat("the pin directory ", h->pin_root_,
+                                      " keeps being removed"));
+    }
+  }
+
+  bool created = false;
+  absl::StatusOr<UniqueFd> host =
+      OpenOrCreateArray(h->PinPath("host"), "sf_host", sizeof(sf_host), 1,
+                        &created);
+  if (!host.ok()) return host.status();
+  h->host_map_ = *std::move(host);
+  const uint32_t zero = 0;
+  sf_host value{};
+  if (created) {
+    // State pinned by a build that predates this registry cannot be told
+    // apart from ours: refuse rather than mix.
+    if (::access(h->PinPath("maps").c_str(), F_OK) == 0) {
+      ::unlink(h->PinPath("host").c_str());
+      return Rejected(absl::StrCat(
+          "pinned sandfence state under ", h->pin_root_,
+          " is from an older sandfence (no ABI record); `sandfence daemon "
+          "--cleanup` removes it (and ends its sandboxes' enforcement)"));
+    }
+    value.abi = SF_ABI_VERSION;
+    value.next_generation = 1;
+    if (bpf_map_update_elem(h->host_map_.get(), &zero, &value, BPF_ANY) != 0) {
+      return ErrnoError(errno, "write sf_host");
+    }
+  } else if (bpf_map_lookup_elem(h->host_map_.get(), &zero, &value) != 0) {
+    return ErrnoError(errno, "read sf_host");
+  }
+  if (value.abi != SF_ABI_VERSION) {
+    return Rejected(absl::StrCat(
+        "pinned sandfence state under ", h->pin_root_, " has ABI ", value.abi,
+        "; this sandfence speaks ABI ", SF_ABI_VERSION,
+        ": `sandfence daemon --cleanup` removes it (and ends its sandboxes' "
+        "enforcement)"));
+  }
+  absl::StatusOr<UniqueFd> drivers =
+      OpenOrCreateArray(h->PinPath("drivers"), "sf_drivers", sizeof(sf_driver),
+                        SF_MAX_DRIVERS, &created);
+  if (!drivers.ok()) return drivers.status();
+  h->drivers_map_ = *std::move(drivers);
+
+  absl::StatusOr<uint64_t> start = ProcessStartTicks(::getpid());
+  if (!start.ok()) return start.status();
+  for (uint32_t slot = 0; slot < SF_MAX_DRIVERS; ++slot) {
+    sf_driver d{};
+    if (bpf_map_lookup_elem(h->drivers_map_.get(), &slot, &d) != 0) {
+      return ErrnoError(errno, "read sf_drivers");
+    }
+    if (d.kind != SF_DRIVER_FREE) continue;
+    d.pid = static_cast<uint32_t>(::getpid());
+    d.kind = static_cast<uint32_t>(options.kind);
+    d.start_ticks = *start;
+    if (bpf_map_update_elem(h->drivers_map_.get(), &slot, &d, BPF_ANY) != 0) {
+      return ErrnoError(errno, "write sf_drivers");
+    }
+    h->slot_ = slot;
+    return h;
+  }
+  return Unavailable(absl::StrCat(
+      "all ", SF_MAX_DRIVERS, " sandfence process slots of ", h->pin_root_,
+      " are taken; a dead process's slot frees when its sandboxes are "
+      "reaped (any new sandfence run or the daemon does it)"));
+}
+
+HostState::~HostState() {
+  if (!pinned()) return;
+  Lock lock = Exclusive();
+  FreeSlot(slot_);
+}
+
+HostState::Lock::~Lock() {
+  if (host_ == nullptr) return;
+  host_->lock_mu_.Lock();
+  if (--host_->lock_depth_ == 0) {
+    if (host_->root_fd_) ::flock(host_->root_fd_.get(), LOCK_UN);
+    host_->lock_owner_ = std::thread::id();
+  }
+  host_->lock_mu_.Unlock();
+}
+
+HostState::Lock HostState::Exclusive() const {
+  const std::thread::id me = std::this_thread::get_id();
+  lock_mu_.Lock();
+  if (lock_depth_ > 0 && lock_owner_ == me) {
+    ++lock_depth_;
+    lock_mu_.Unlock();
+    return Lock(this);
+  }
+  // Another thread holds it: wait for it to let go.
+  lock_mu_.Await(absl::Condition(
+      +[](int* depth) { return *depth == 0; }, &lock_depth_));
+  lock_owner_ = me;
+  lock_depth_ = 1;
+  lock_mu_.Unlock();
+  if (root_fd_) {
+    while (::flock(root_fd_.get(), LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  return Lock(this);
+}
+
+absl::StatusOr<uint32_t> HostState::AllocateGeneration() {
+  if (!pinned()) return ++private_generation_;
+  Lock lock = Exclusive();
+  const uint32_t zero = 0;
+  sf_host value{};
+  if (bpf_map_lookup_elem(host_map_.get(), &zero, &value) != 0) {
+    return ErrnoError(errno, "read sf_host");
+  }
+  const uint32_t generation = value.next_generation;
+  // 0 is never a generation: a zeroed key must not match a rule.
+  value.next_generation = generation + 1 == 0 ? 1 : generation + 1;
+  if (bpf_map_update_elem(host_map_.get(), &zero, &value, BPF_ANY) != 0) {
+    return ErrnoError(errno, "write sf_host");
+  }
+  return generation == 0 ? AllocateGeneration() : generation;
+}
+
+std::vector<DeadDriver> HostState::DeadDrivers() const {
+  std::vector<DeadDriver> dead;
+  if (!pinned()) return dead;
+  for (uint32_t slot = 0; slot < SF_MAX_DRIVERS; ++slot) {
+    sf_driver d{};
+    if (slot == slot_ ||
+        bpf_map_lookup_elem(drivers_map_.get(), &slot, &d) != 0 ||
+        d.kind == SF_DRIVER_FREE || Alive(d)) {
+      continue;
+    }
+    dead.push_back({slot, static_cast<DriverKind>(d.kind),
+                    static_cast<pid_t>(d.pid)});
+  }
+  return dead;
+}
+
+bool HostState::OthersAlive() const {
+  if (!pinned()) return false;
+  for (uint32_t slot = 0; slot < SF_MAX_DRIVERS; ++slot) {
+    sf_driver d{};
+    if (slot != slot_ &&
+        bpf_map_lookup_elem(drivers_map_.get(), &slot, &d) == 0 &&
+        d.kind != SF_DRIVER_FREE && Alive(d)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void HostState::FreeSlot(uint32_t slot) {
+  if (!pinned()) return;
+  sf_driver free{};
+  bpf_map_update_elem(drivers_map_.get(), &slot, &free, BPF_ANY);
+}
+
+std::string HostState::PinPath(absl::string_view relative) const {
+  return absl::StrCat(pin_root_, "/", relative);
+}
+
+}  // namespace sandfence

@@ -1,0 +1,129 @@
+// The host's shared enforcement state. Every sandfence process on a host
+// (the daemon, each `sandfence run`) drives the same pinned programs and
+// maps under one pin root, so that enforcement belongs to the kernel, not to
+// whichever process attached it: a process that dies leaves its sandboxes
+// enforced until another one reaps or adopts them.
+//
+// HostState is this process's membership: the pin root (a bpffs directory,
+// flock()ed while shared state changes), the ABI check, the generation
+// counter shared by all, and the registry of the processes using the state
+// ("drivers"), each with an event ring slot. A private HostState (no pin
+// root) shares nothing and pins nothing: tests and benchmarks use it.
+#ifndef SANDFENCE_HOST_HOST_STATE_H_
+#define SANDFENCE_HOST_HOST_STATE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/unique_fd.h"
+#include "host/host_abi.h"
+
+namespace sandfence {
+
+enum class DriverKind : uint32_t {
+  kDaemon = SF_DRIVER_DAEMON,  // its sandboxes wait for the next daemon
+  kRun = SF_DRIVER_RUN,        // its sandboxes are reaped when it dies
+};
+
+absl::string_view DriverKindName(DriverKind kind);
+
+// The default pin root (the daemon's --pin-dir).
+inline constexpr char kDefaultPinRoot[] = "/sys/fs/bpf/sandfence";
+
+struct HostOptions {
+  // A directory on a bpf filesystem (created; /sys/fs/bpf is mounted if no
+  // bpffs is there). Empty: private, nothing shared or pinned.
+  std::string pin_root;
+  DriverKind kind = DriverKind::kRun;
+};
+
+// A driver that registered and died without unregistering.
+struct DeadDriver {
+  uint32_t slot = 0;
+  DriverKind kind = DriverKind::kRun;
+  pid_t pid = 0;
+};
+
+class HostState {
+ public:
+  // Opens (or creates) the shared state and registers this process in a
+  // free slot. Unavailable when every slot is taken by a live process;
+  // Rejected when the pinned state is of another ABI.
+  static absl::StatusOr<std::unique_ptr<HostState>> Open(
+      const HostOptions& options);
+  // Unregisters (the slot becomes free).
+  ~HostState();
+
+  HostState(const HostState&) = delete;
+  HostState& operator=(const HostState&) = delete;
+
+  bool pinned() const { return !pin_root_.empty(); }
+  const std::string& pin_root() const { return pin_root_; }
+  // This process's slot: its event rings are at this index.
+  uint32_t slot() const { return slot_; }
+  DriverKind kind() const { return kind_; }
+
+  // Exclusive access to the shared state across processes and threads, for
+  // changes that must not interleave (loading or removing programs,
+  // allocating generations, reaping). Blocks. Re-entrant in one thread.
+  class Lock {
+   public:
+    Lock(Lock&& other) noexcept : host_(other.host_) { other.host_ = nullptr; }
+    ~Lock();
+
+   private:
+    friend class HostState;
+    explicit Lock(const HostState* host) : host_(host) {}
+    const HostState* host_;
+  };
+  Lock Exclusive() const;
+
+  // A generation no process on the host has used (rule map keys).
+  absl::StatusOr<uint32_t> AllocateGeneration();
+
+  // Registered drivers whose process is gone.
+  std::vector<DeadDriver> DeadDrivers() const;
+  // Frees a dead driver's slot once its sandboxes are reaped or adopted.
+  void FreeSlot(uint32_t slot);
+  // Whether a live process other than this one is registered.
+  bool OthersAlive() const;
+
+  // Path of a pinned object or directory under the root ("maps/sf_x").
+  std::string PinPath(absl::string_view relative) const;
+
+ private:
+  HostState() = default;
+
+  std::string pin_root_;
+  DriverKind kind_ = DriverKind::kRun;
+  UniqueFd root_fd_;     // flock()ed by Lock
+  // flock() excludes other processes only; this, other threads.
+  mutable absl::Mutex lock_mu_;
+  mutable std::thread::id lock_owner_ ABSL_GUARDED_BY(lock_mu_);
+  mutable int lock_depth_ ABSL_GUARDED_BY(lock_mu_) = 0;
+  UniqueFd host_map_;    // sf_host[0]
+  UniqueFd drivers_map_;  // sf_drivers[SF_MAX_DRIVERS]
+  uint32_t slot_ = 0;
+  uint32_t private_generation_ = 0;  // private state: the counter
+};
+
+// Where a bpffs must be for pin_root (mounts one at /sys/fs/bpf if none).
+absl::Status EnsureBpfFs(const std::string& pin_root);
+// Creates dir and its parents (mode 0700).
+absl::Status MakeDirs(const std::string& dir);
+
+// The start time of a process in clock ticks since boot (field 22 of
+// /proc/<pid>/stat): with the pid, it names one process for good.
+absl::StatusOr<uint64_t> ProcessStartTicks(pid_t pid);
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_HOST_HOST_STATE_H_

@@ -1,0 +1,112 @@
+// What a sandbox's lifecycle needs from the kernel, as one interface: the
+// seam between the lifecycle's logic (sandbox.h, the daemon's rollouts,
+// `sandfence run`) and the BPF programs, maps and cgroups behind it.
+// KernelEnforcement (kernel_enforcement.h) is the real one; tests run the
+// same logic, without root, against FakeEnforcement (tests/sandbox).
+#ifndef SANDFENCE_SANDBOX_HOST_ENFORCEMENT_H_
+#define SANDFENCE_SANDBOX_HOST_ENFORCEMENT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/cgroup.h"
+#include "compile/compiled_policy.h"
+#include "egress/egress_controller.h"
+#include "guard/guard_types.h"
+#include "host/host_state.h"
+#include "sandbox/event_hub.h"
+
+namespace sandfence {
+
+// The process guard as this process can have it.
+struct GuardInfo {
+  Enforcer enforcer = Enforcer::kOff;
+  std::string fallback_reason;  // why auto did not get lsm; "" otherwise
+};
+
+// A sandbox some process left in the kernel, as a survivor finds it.
+struct OrphanSandbox {
+  KernelSandbox egress;
+  DeadDriver owner;
+  bool guarded = false;
+};
+
+class HostEnforcement {
+ public:
+  virtual ~HostEnforcement() = default;
+
+  // --- cgroups ---
+  // Creates a sandbox cgroup at path (its parent is created if missing)
+  // and holds it open; AlreadyExists when path exists.
+  virtual absl::StatusOr<CgroupRef> CreateCgroup(const std::string& path) = 0;
+  // Holds an existing cgroup open (never killed or removed by End).
+  virtual absl::StatusOr<CgroupRef> OpenCgroup(const std::string& path) = 0;
+  // The path of a cgroup named by id (NotFound once it is gone).
+  virtual absl::StatusOr<std::string> CgroupPath(uint64_t cgroup_id) = 0;
+  // Kills every process in the cgroup and its descendants and waits until
+  // it is empty (the directory stays).
+  virtual absl::Status KillCgroup(uint64_t cgroup_id) = 0;
+  // Removes a created cgroup's directory (after KillCgroup) and lets go of
+  // it; for an opened one, only lets go.
+  virtual absl::Status ReleaseCgroup(uint64_t cgroup_id, bool remove) = 0;
+
+  // --- egress ---
+  // Returns the generation written.
+  virtual absl::StatusOr<uint32_t> AttachEgress(uint64_t cgroup_id,
+                                                const CompiledPhase& phase,
+                                                uint16_t phase_index) = 0;
+  virtual absl::StatusOr<uint32_t> SwitchEgress(uint64_t cgroup_id,
+                                                const CompiledPhase& phase,
+                                                uint16_t phase_index) = 0;
+  virtual absl::StatusOr<SandboxCounters> DetachEgress(uint64_t cgroup_id) = 0;
+  virtual absl::StatusOr<SandboxCounters> EgressCounters(
+      uint64_t cgroup_id) = 0;
+  virtual absl::StatusOr<AdoptedSandbox> AdoptEgress(uint64_t cgroup_id) = 0;
+
+  // --- the process guard ---
+  // Loads (or opens) the guard for `mode` without guarding anything:
+  // refusals (lsm where it cannot run) come here, before anything exists.
+  virtual absl::StatusOr<GuardInfo> PrepareGuard(GuardMode mode) = 0;
+  virtual absl::Status AddGuard(const CgroupRef& cgroup, GuardMode mode) = 0;
+  // Returns the events the kernel lost for the sandbox.
+  virtual absl::StatusOr<uint64_t> RemoveGuard(uint64_t cgroup_id) = 0;
+  virtual absl::Status AdoptGuard(uint64_t cgroup_id) = 0;
+  virtual absl::StatusOr<uint64_t> GuardEventsLost(uint64_t cgroup_id) = 0;
+
+  // --- survivors ---
+  // Processes that used the host's state and died without leaving.
+  virtual std::vector<DeadDriver> DeadDrivers() = 0;
+  // Sandboxes whose owning process died without ending them.
+  virtual std::vector<OrphanSandbox> Orphans() = 0;
+  // Reads what the kernel queued in a dead process's rings (events its
+  // adopted sandboxes had while no process read them) into the hub.
+  virtual absl::Status RecoverEvents(uint32_t slot) = 0;
+  // Frees a dead process's slot (and its rings) once none of its sandboxes
+  // is left.
+  virtual void ForgetDeadDriver(uint32_t slot) = 0;
+
+  // --- events ---
+  virtual EventHub& events() = 0;
+  // Waits up to timeout_ms for this process's events and dispatches them.
+  virtual absl::StatusOr<int> PollEvents(int timeout_ms) = 0;
+  // Dispatches what the kernel has queued for this process, no waiting.
+  virtual absl::StatusOr<int> DrainEvents() = 0;
+
+  // What a record says of the egress enforcer ("cgroup-bpf").
+  virtual std::string EgressName() const = 0;
+  // The process guard as the host has it: the loaded enforcer ("lsm",
+  // "signal (lsm unavailable: ...)"), or what a first guarded sandbox would
+  // load.
+  virtual std::string GuardStatus() = 0;
+  // The cgroup ids of every sandbox on the host, whoever owns it.
+  virtual std::vector<uint64_t> AllSandboxes() = 0;
+  // Where the host's state is pinned ("" when private).
+  virtual std::string PinRoot() const = 0;
+};
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_SANDBOX_HOST_ENFORCEMENT_H_

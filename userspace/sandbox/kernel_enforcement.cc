@@ -1,0 +1,371 @@
+#include "sandbox/kernel_enforcement.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace sandfence {
+
+absl::StatusOr<std::unique_ptr<KernelEnforcement>> KernelEnforcement::Create(
+    const KernelEnforcementOptions& options) {
+  std::unique_ptr<KernelEnforcement> k(new KernelEnforcement());
+  absl::StatusOr<std::unique_ptr<HostState>> host =
+      HostState::Open(options.host);
+  if (!host.ok()) return host.status();
+  k->host_ = *std::move(host);
+  absl::StatusOr<std::unique_ptr<EgressController>> egress =
+      EgressController::Create(k->host_.get(), options.egress);
+  if (!egress.ok()) return egress.status();
+  k->egress_ = *std::move(egress);
+  absl::MutexLock lock(&k->source_mu_);
+  absl::StatusOr<std::unique_ptr<KernelEventSource>> source =
+      KernelEventSource::Create(&k->hub_, k->egress_->events_fd(), -1);
+  if (!source.ok()) return source.status();
+  k->source_ = *std::move(source);
+  return k;
+}
+
+KernelEnforcement::~KernelEnforcement() {
+  {
+    // Held cgroups are let go, never removed here: a sandbox that outlives
+    // this process (pinned) keeps its processes and its cgroup.
+    absl::MutexLock lock(&cgroups_mu_);
+    for (auto& [id, held] : cgroups_) held.cgroup.Release();
+  }
+  if (!host_ || !host_->pinned() || !egress_) return;
+  // The last process out, with no sandbox left anywhere, removes the host's
+  // state: nothing stays pinned (or taxes system calls) for nobody.
+  HostState::Lock lock = host_->Exclusive();
+  absl::MutexLock guard_lock(&guard_mu_);
+  GuardController* guard = PinnedGuard();
+  if (host_->OthersAlive() || !egress_->KernelSandboxes().empty() ||
+      (guard != nullptr && !guard->GuardedSandboxes().empty())) {
+    return;
+  }
+  {
+    absl::MutexLock source_lock(&source_mu_);
+    source_.reset();
+  }
+  guard_.reset();
+  egress_.reset();
+  EgressController::RemovePins(host_->pin_root()).IgnoreError();
+}
+
+absl::StatusOr<CgroupRef> KernelEnforcement::CreateCgroup(
+    const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    const std::string parent = path.substr(0, slash);
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoError(errno, absl::StrCat("create ", parent));
+    }
+  }
+  absl::StatusOr<Cgroup> cg = Cgroup::Create(path);
+  if (!cg.ok()) {
+    if (absl::IsAlreadyExists(cg.status())) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("sandbox cgroup ", path, " already exists"));
+    }
+    return cg.status();
+  }
+  return Hold(*std::move(cg));
+}
+
+CgroupRef KernelEnforcement::Hold(Cgroup cgroup) {
+  const CgroupRef ref = cgroup.ref();
+  absl::MutexLock lock(&cgroups_mu_);
+  auto it = cgroups_.find(ref.id);
+  if (it == cgroups_.end()) {
+    it = cgroups_.emplace(ref.id, HeldCgroup{std::move(cgroup)}).first;
+  } else {
+    // A second holder keeps the first object (it may be the one that
+    // created the cgroup); the extra one only closes its fd.
+    cgroup.Release();
+  }
+  ++it->second.users;
+  return ref;
+}
+
+absl::StatusOr<CgroupRef> KernelEnforcement::OpenCgroup(
+    const std::string& path) {
+  absl::StatusOr<Cgroup> cg = Cgroup::Open(path);
+  if (!cg.ok()) return cg.status();
+  return Hold(*std::move(cg));
+}
+
+absl::StatusOr<std::string> KernelEnforcement::CgroupPath(uint64_t cgroup_id) {
+  {
+    absl::MutexLock lock(&cgroups_mu_);
+    auto it = cgroups_.find(cgroup_id);
+    if (it != cgroups_.end()) return it->second.cgroup.path();
+  }
+  return CgroupPathOfId(cgroup_id);
+}
+
+absl::Status KernelEnforcement::KillCgroup(uint64_t cgroup_id) {
+  absl::StatusOr<std::string> path = CgroupPath(cgroup_id);
+  if (!path.ok()) return path.status();
+  return KillCgroupProcesses(*path);
+}
+
+absl::Status KernelEnforcement::ReleaseCgroup(uint64_t cgroup_id,
+                                              bool remove) {
+  std::optional<Cgroup> held;
+  {
+    absl::MutexLock lock(&cgroups_mu_);
+    auto it = cgroups_.find(cgroup_id);
+    if (it != cgroups_.end()) {
+      if (--it->second.users > 0) return absl::OkStatus();
+      held.emplace(std::move(it->second.cgroup));
+      cgroups_.erase(it);
+    }
+  }
+  std::string path;
+  if (held) {
+    path = held->path();
+    held->Release();
+  } else if (remove) {
+    absl::StatusOr<std::string> p = CgroupPathOfId(cgroup_id);
+    if (!p.ok()) return absl::IsNotFound(p.status()) ? absl::OkStatus()
+                                                     : p.status();
+    path = *p;
+  }
+  if (!remove) return absl::OkStatus();
+  return KillAndRemoveCgroup(path);
+}
+
+int KernelEnforcement::CgroupFd(uint64_t cgroup_id) {
+  absl::MutexLock lock(&cgroups_mu_);
+  auto it = cgroups_.find(cgroup_id);
+  return it == cgroups_.end() ? -1 : it->second.cgroup.fd();
+}
+
+absl::StatusOr<uint32_t> KernelEnforcement::AttachEgress(
+    uint64_t cgroup_id, const CompiledPhase& phase, uint16_t phase_index) {
+  absl::MutexLock lock(&cgroups_mu_);
+  auto it = cgroups_.find(cgroup_id);
+  if (it == cgroups_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cgroup ", cgroup_id, " is not held by this process"));
+  }
+  return egress_->AddSandbox(it->second.cgroup.fd(), it->second.cgroup.ref(), phase,
+                             phase_index);
+}
+
+absl::StatusOr<uint32_t> KernelEnforcement::SwitchEgress(
+    uint64_t cgroup_id, const CompiledPhase& phase, uint16_t phase_index) {
+  return egress_->SwitchPhase(cgroup_id, phase, phase_index);
+}
+
+absl::StatusOr<SandboxCounters> KernelEnforcement::DetachEgress(
+    uint64_t cgroup_id) {
+  return egress_->RemoveSandbox(cgroup_id);
+}
+
+absl::StatusOr<SandboxCounters> KernelEnforcement::EgressCounters(
+    uint64_t cgroup_id) {
+  return egress_->Counters(cgroup_id);
+}
+
+absl::StatusOr<AdoptedSandbox> KernelEnforcement::AdoptEgress(
+    uint64_t cgroup_id) {
+  return egress_->AdoptSandbox(cgroup_id);
+}
+
+GuardController* KernelEnforcement::guard() {
+  absl::MutexLock lock(&guard_mu_);
+  return guard_ ? &*guard_ : nullptr;
+}
+
+GuardController* KernelEnforcement::PinnedGuard() {
+  if (guard_) return &*guard_;
+  if (!host_->pinned()) return nullptr;
+  bool pinned = false;
+  for (const char* e : {"lsm", "signal"}) {
+    const std::string progs =
+        host_->PinPath(absl::StrCat("guard/", e, "/progs"));
+    pinned = pinned || ::access(progs.c_str(), F_OK) == 0;
+  }
+  if (!pinned) return nullptr;
+  absl::StatusOr<GuardController> g =
+      GuardController::Create(host_.get(), GuardMode::kAuto);
+  if (!g.ok()) return nullptr;
+  guard_.emplace(*std::move(g));
+  if (!RebuildEventSource().ok()) return nullptr;
+  return &*guard_;
+}
+
+absl::Status KernelEnforcement::RebuildEventSource() {
+  absl::MutexLock lock(&source_mu_);
+  absl::StatusOr<std::unique_ptr<KernelEventSource>> source =
+      KernelEventSource::Create(&hub_, egress_->events_fd(),
+                                guard_ ? guard_->events_fd() : -1);
+  if (!source.ok()) return source.status();
+  // Whatever the old source had queued is read by the new one: both read
+  // the same rings.
+  source_ = *std::move(source);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GuardInfo> KernelEnforcement::PrepareGuard(GuardMode mode) {
+  if (mode == GuardMode::kOff) return GuardInfo{};
+  absl::MutexLock lock(&guard_mu_);
+  if (!guard_) {
+    absl::StatusOr<GuardController> made =
+        GuardController::Create(host_.get(), mode);
+    if (!made.ok()) return made.status();
+    guard_.emplace(*std::move(made));
+    if (absl::Status s = RebuildEventSource(); !s.ok()) return s;
+  }
+  if (mode == GuardMode::kLsm && guard_->enforcer() != Enforcer::kLsm) {
+    return Rejected(absl::StrCat(
+        "guard mode lsm: this host's process guard runs ",
+        guard_->enforcer_name(),
+        guard_->fallback_reason().empty()
+            ? ""
+            : absl::StrCat(" (lsm unavailable: ", guard_->fallback_reason(),
+                           ")")));
+  }
+  return GuardInfo{guard_->enforcer(), guard_->fallback_reason()};
+}
+
+absl::Status KernelEnforcement::AddGuard(const CgroupRef& cgroup,
+                                         GuardMode mode) {
+  if (mode == GuardMode::kOff) return absl::OkStatus();
+  absl::StatusOr<GuardInfo> info = PrepareGuard(mode);
+  if (!info.ok()) return info.status();
+  absl::MutexLock lock(&guard_mu_);
+  GuardedSandbox sandbox;
+  sandbox.cgroup_id = cgroup.id;
+  sandbox.level = cgroup.level;
+  return guard_->AddSandbox(sandbox);
+}
+
+absl::StatusOr<uint64_t> KernelEnforcement::RemoveGuard(uint64_t cgroup_id) {
+  absl::MutexLock lock(&guard_mu_);
+  GuardController* guard = PinnedGuard();
+  if (guard == nullptr) return 0;
+  const uint64_t lost = guard->LostEvents(cgroup_id).value_or(0);
+  absl::Status s = guard->RemoveSandbox(cgroup_id);
+  if (!s.ok() && !absl::IsNotFound(s)) return s;
+  return lost;
+}
+
+absl::Status KernelEnforcement::AdoptGuard(uint64_t cgroup_id) {
+  absl::MutexLock lock(&guard_mu_);
+  GuardController* guard = PinnedGuard();
+  if (guard == nullptr) {
+    return absl::NotFoundError("no process guard is loaded on this host");
+  }
+  return guard->AdoptSandbox(cgroup_id);
+}
+
+absl::StatusOr<uint64_t> KernelEnforcement::GuardEventsLost(
+    uint64_t cgroup_id) {
+  absl::MutexLock lock(&guard_mu_);
+  if (!guard_) return 0;
+  return guard_->LostEvents(cgroup_id);
+}
+
+std::vector<DeadDriver> KernelEnforcement::DeadDrivers() {
+  return host_->DeadDrivers();
+}
+
+std::vector<OrphanSandbox> KernelEnforcement::Orphans() {
+  std::vector<OrphanSandbox> out;
+  const std::vector<DeadDriver> dead = host_->DeadDrivers();
+  if (dead.empty()) return out;
+  std::vector<uint64_t> guarded;
+  {
+    absl::MutexLock lock(&guard_mu_);
+    if (GuardController* g = PinnedGuard()) guarded = g->GuardedSandboxes();
+  }
+  for (const KernelSandbox& k : egress_->KernelSandboxes()) {
+    for (const DeadDriver& d : dead) {
+      if (d.slot != k.ring) continue;
+      OrphanSandbox o;
+      o.egress = k;
+      o.owner = d;
+      o.guarded = std::find(guarded.begin(), guarded.end(), k.cgroup_id) !=
+                  guarded.end();
+      out.push_back(o);
+    }
+  }
+  return out;
+}
+
+absl::Status KernelEnforcement::RecoverEvents(uint32_t slot) {
+  absl::StatusOr<UniqueFd> net = egress_->RingOfSlot(slot);
+  absl::StatusOr<UniqueFd> guard = absl::NotFoundError("");
+  {
+    absl::MutexLock lock(&guard_mu_);
+    if (GuardController* g = PinnedGuard()) guard = g->RingOfSlot(slot);
+  }
+  if (!net.ok() && !guard.ok()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<KernelEventSource>> source =
+      KernelEventSource::Create(&hub_, net.ok() ? net->get() : -1,
+                                guard.ok() ? guard->get() : -1);
+  if (!source.ok()) return source.status();
+  return (*source)->Drain().status();
+}
+
+void KernelEnforcement::ForgetDeadDriver(uint32_t slot) {
+  egress_->ClearSlot(slot);
+  {
+    absl::MutexLock lock(&guard_mu_);
+    if (GuardController* g = PinnedGuard()) g->ClearSlot(slot);
+  }
+  HostState::Lock lock = host_->Exclusive();
+  host_->FreeSlot(slot);
+}
+
+std::string KernelEnforcement::GuardStatus() {
+  {
+    absl::MutexLock lock(&guard_mu_);
+    if (GuardController* g = PinnedGuard()) {
+      std::string out(g->enforcer_name());
+      if (!g->fallback_reason().empty()) {
+        absl::StrAppend(&out, " (lsm unavailable: ", g->fallback_reason(),
+                        ")");
+      }
+      return out;
+    }
+  }
+  // Probed once: it loads and attaches a program.
+  static const std::string probed = [] {
+    absl::Status lsm = ProbeBpfLsm();
+    return lsm.ok() ? std::string("lsm")
+                    : absl::StrCat("signal (lsm unavailable: ", lsm.message(),
+                                   ")");
+  }();
+  return absl::StrCat(probed, "; loaded by the first guarded sandbox");
+}
+
+std::vector<uint64_t> KernelEnforcement::AllSandboxes() {
+  std::vector<uint64_t> ids;
+  for (const KernelSandbox& k : egress_->KernelSandboxes()) {
+    ids.push_back(k.cgroup_id);
+  }
+  absl::MutexLock lock(&guard_mu_);
+  if (GuardController* g = PinnedGuard()) {
+    for (uint64_t id : g->GuardedSandboxes()) ids.push_back(id);
+  }
+  return ids;
+}
+
+absl::StatusOr<int> KernelEnforcement::PollEvents(int timeout_ms) {
+  absl::MutexLock lock(&source_mu_);
+  return source_->Poll(timeout_ms);
+}
+
+absl::StatusOr<int> KernelEnforcement::DrainEvents() {
+  absl::MutexLock lock(&source_mu_);
+  return source_->Drain();
+}
+
+}  // namespace sandfence

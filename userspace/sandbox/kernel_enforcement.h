@@ -1,0 +1,107 @@
+// HostEnforcement over the real kernel: this process's membership of the
+// host's shared state (HostState), the egress controller, the process guard
+// (loaded on first use, one per host), the cgroups it holds, and one event
+// source over its two rings.
+#ifndef SANDFENCE_SANDBOX_KERNEL_ENFORCEMENT_H_
+#define SANDFENCE_SANDBOX_KERNEL_ENFORCEMENT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "egress/egress_controller.h"
+#include "guard/guard_controller.h"
+#include "host/host_state.h"
+#include "sandbox/event_hub.h"
+#include "sandbox/host_enforcement.h"
+
+namespace sandfence {
+
+struct KernelEnforcementOptions {
+  HostOptions host;
+  EgressOptions egress;
+};
+
+class KernelEnforcement : public HostEnforcement {
+ public:
+  // Needs root. Joins (or creates) the host's shared state.
+  static absl::StatusOr<std::unique_ptr<KernelEnforcement>> Create(
+      const KernelEnforcementOptions& options);
+  ~KernelEnforcement() override;
+
+  absl::StatusOr<CgroupRef> CreateCgroup(const std::string& path) override;
+  absl::StatusOr<CgroupRef> OpenCgroup(const std::string& path) override;
+  absl::StatusOr<std::string> CgroupPath(uint64_t cgroup_id) override;
+  absl::Status KillCgroup(uint64_t cgroup_id) override;
+  absl::Status ReleaseCgroup(uint64_t cgroup_id, bool remove) override;
+
+  absl::StatusOr<uint32_t> AttachEgress(uint64_t cgroup_id,
+                                        const CompiledPhase& phase,
+                                        uint16_t phase_index) override;
+  absl::StatusOr<uint32_t> SwitchEgress(uint64_t cgroup_id,
+                                        const CompiledPhase& phase,
+                                        uint16_t phase_index) override;
+  absl::StatusOr<SandboxCounters> DetachEgress(uint64_t cgroup_id) override;
+  absl::StatusOr<SandboxCounters> EgressCounters(uint64_t cgroup_id) override;
+  absl::StatusOr<AdoptedSandbox> AdoptEgress(uint64_t cgroup_id) override;
+
+  absl::StatusOr<GuardInfo> PrepareGuard(GuardMode mode) override;
+  absl::Status AddGuard(const CgroupRef& cgroup, GuardMode mode) override;
+  absl::StatusOr<uint64_t> RemoveGuard(uint64_t cgroup_id) override;
+  absl::Status AdoptGuard(uint64_t cgroup_id) override;
+  absl::StatusOr<uint64_t> GuardEventsLost(uint64_t cgroup_id) override;
+
+  std::vector<DeadDriver> DeadDrivers() override;
+  std::vector<OrphanSandbox> Orphans() override;
+  absl::Status RecoverEvents(uint32_t slot) override;
+  void ForgetDeadDriver(uint32_t slot) override;
+
+  EventHub& events() override { return hub_; }
+  absl::StatusOr<int> PollEvents(int timeout_ms) override;
+  absl::StatusOr<int> DrainEvents() override;
+
+  std::string EgressName() const override { return "cgroup-bpf"; }
+  std::string GuardStatus() override;
+  std::vector<uint64_t> AllSandboxes() override;
+  std::string PinRoot() const override { return host_->pin_root(); }
+
+  HostState& host() { return *host_; }
+  EgressController& egress() { return *egress_; }
+  // The loaded guard, if any (nullptr before the first guarded sandbox).
+  GuardController* guard();
+  // A cgroup this object holds, for spawning into it (-1: not held).
+  int CgroupFd(uint64_t cgroup_id);
+
+ private:
+  KernelEnforcement() = default;
+  // The host's guard, if one is pinned, without loading one.
+  GuardController* PinnedGuard() ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_mu_);
+  absl::Status RebuildEventSource();
+
+  std::unique_ptr<HostState> host_;
+  std::unique_ptr<EgressController> egress_;
+  EventHub hub_;
+
+  absl::Mutex guard_mu_;
+  std::optional<GuardController> guard_ ABSL_GUARDED_BY(guard_mu_);
+
+  absl::Mutex source_mu_;
+  std::unique_ptr<KernelEventSource> source_ ABSL_GUARDED_BY(source_mu_);
+
+  // A cgroup is held once however many sandboxes use it (an owner and its
+  // borrowers): the last release decides.
+  struct HeldCgroup {
+    Cgroup cgroup;
+    int users = 0;
+  };
+  absl::Mutex cgroups_mu_;
+  absl::flat_hash_map<uint64_t, HeldCgroup> cgroups_
+      ABSL_GUARDED_BY(cgroups_mu_);
+  CgroupRef Hold(Cgroup cgroup);
+};
+
+}  // namespace sandfence
+
+#endif  // SANDFENCE_SANDBOX_KERNEL_ENFORCEMENT_H_

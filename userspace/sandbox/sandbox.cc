@@ -1,0 +1,478 @@
+#include "sandbox/sandbox.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "guard/guard_record.h"
+#include "records/boot_clock.h"
+
+namespace sandfence {
+namespace {
+
+std::string PhaseNames(const CompiledPolicy& policy) {
+  std::vector<std::string> names;
+  for (const CompiledPhase& p : policy.phases) names.push_back(p.name);
+  return absl::StrJoin(names, ", ");
+}
+
+std::string Echo(absl::string_view s) {
+  if (s.size() <= 64) return absl::CHexEscape(s);
+  return absl::StrCat(absl::CHexEscape(s.substr(0, 64)), "... (", s.size(),
+                      " bytes)");
+}
+
+}  // namespace
+
+std::string GuardEnforcementText(const GuardInfo& guard, GuardMode mode,
+                                 const CompiledPolicy& policy) {
+  std::vector<std::string> others;
+  for (const CompiledPhase& p : policy.phases) {
+    const GuardMode asked = GuardModeFromPolicy(p.guard);
+    if (asked != mode) {
+      others.push_back(absl::StrCat("phase \"", p.name, "\" asks for ",
+                                    GuardModeName(asked)));
+    }
+  }
+  std::string out(EnforcerName(guard.enforcer));
+  if (mode == GuardMode::kSignal && guard.enforcer == Enforcer::kLsm) {
+    absl::StrAppend(&out,
+                    "; mode signal asked, this host's process guard runs lsm");
+  }
+  if (!others.empty()) {
+    absl::StrAppend(&out, "; mode ", GuardModeName(mode),
+                    " fixed at the rollout's start (",
+                    absl::StrJoin(others, ", "), ": not applied)");
+  }
+  return out;
+}
+
+int Sandbox::PhaseIndex(absl::string_view name) const {
+  for (size_t i = 0; i < policy_.phases.size(); ++i) {
+    if (policy_.phases[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::Status Sandbox::OpenRecord(const std::string& path,
+                                 const RecorderOptions& base, bool overwrite) {
+  if (path.empty()) return absl::OkStatus();
+  RolloutInfo info;
+  info.rollout_id = rollout_id_;
+  info.cgroup_path = cgroup_.path;
+  info.cgroup_id = cgroup_.id;
+  RecorderOptions options = base;
+  options.overwrite = options.overwrite || overwrite;
+  if (!borrowed_) {
+    HostEnforcement* host = host_;
+    const uint64_t id = cgroup_.id;
+    options.counters = [host, id] { return host->EgressCounters(id); };
+  }
+  absl::StatusOr<std::unique_ptr<RolloutRecorder>> made =
+      RolloutRecorder::Create(path, info, policy_, BootClock::Capture(),
+                              options);
+  if (!made.ok()) return made.status();
+  recorder_ = *std::move(made);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
+                                                        SandboxSpec spec) {
+  std::unique_ptr<Sandbox> sb(new Sandbox(host, spec.rollout_id));
+  sb->policy_ = std::move(spec.policy);
+  sb->borrowed_ = spec.borrowed;
+  if (sb->policy_.phases.empty()) {
+    return Malformed("the policy set has no phase");
+  }
+  const std::string initial = spec.initial_phase.empty()
+                                  ? sb->policy_.phases.front().name
+                                  : spec.initial_phase;
+  const int index = sb->PhaseIndex(initial);
+  if (index < 0) {
+    return Malformed(absl::StrCat("initial_phase \"", Echo(initial),
+                                  "\" is not a phase of the policy set (",
+                                  PhaseNames(sb->policy_), ")"));
+  }
+  const CompiledPhase& phase = sb->policy_.phases[index];
+
+  // The guard first: a mode the host cannot have is a refusal before
+  // anything exists.
+  sb->guard_mode_ =
+      sb->borrowed_ ? GuardMode::kOff
+                    : spec.guard_mode.value_or(GuardModeFromPolicy(phase.guard));
+  if (!sb->borrowed_) {
+    absl::StatusOr<GuardInfo> guard = host->PrepareGuard(sb->guard_mode_);
+    if (!guard.ok()) {
+      return absl::Status(
+          guard.status().code(),
+          absl::StrCat("phase \"", phase.name, "\": ", guard.status().message()));
+    }
+    sb->guard_ = *guard;
+    sb->guard_text_ =
+        GuardEnforcementText(sb->guard_, sb->guard_mode_, sb->policy_);
+  } else {
+    sb->guard_text_ = spec.borrowed_guard_text;
+  }
+  sb->mono_to_unix_ns_ = MonotonicToUnixOffsetNs();
+
+  // The cgroup.
+  absl::StatusOr<CgroupRef> cgroup = spec.create_cgroup
+                                         ? host->CreateCgroup(spec.cgroup_path)
+                                         : host->OpenCgroup(spec.cgroup_path);
+  if (!cgroup.ok()) return cgroup.status();
+  sb->cgroup_ = *cgroup;
+  sb->created_ = spec.create_cgroup;
+  // From here on, a failure undoes what exists.
+  struct Undo {
+    Sandbox* sb;
+    bool armed = true;
+    ~Undo() {
+      if (!armed) return;
+      HostEnforcement* h = sb->host_;
+      const uint64_t id = sb->cgroup_.id;
+      absl::MutexLock lock(&sb->mu_);
+      if (sb->guarded_) h->RemoveGuard(id).IgnoreError();
+      if (sb->attached_) h->DetachEgress(id).IgnoreError();
+      if (sb->routed_) h->events().Unroute(id);
+      if (sb->created_) h->KillCgroup(id).IgnoreError();
+      h->ReleaseCgroup(id, sb->created_).IgnoreError();
+      if (sb->recorder_) {
+        sb->recorder_->Finalize({}).IgnoreError();
+        ::unlink(sb->recorder_->path().c_str());
+      }
+      sb->done_ = true;
+    }
+  } undo{sb.get()};
+
+  // The record, then the kernel (records/recorder.h: the span starts
+  // before the kernel switches).
+  if (absl::Status s = sb->OpenRecord(spec.record_path, spec.record_options,
+                                      /*overwrite=*/false);
+      !s.ok()) {
+    return s;
+  }
+  if (sb->recorder_) {
+    if (absl::Status s = sb->recorder_->BeginPhase(phase.name); !s.ok()) {
+      return s;
+    }
+    sb->recorder_->SetGuardEnforcement(sb->guard_text_);
+  }
+  absl::MutexLock lock(&sb->mu_);
+  sb->phase_index_ = index;
+  if (!sb->borrowed_) {
+    // Routed before the kernel can report anything for it.
+    host->events().Route(sb->cgroup_.id, sb.get());
+    sb->routed_ = true;
+    absl::StatusOr<uint32_t> generation = host->AttachEgress(
+        sb->cgroup_.id, phase, static_cast<uint16_t>(index));
+    if (!generation.ok()) {
+      if (absl::IsAlreadyExists(generation.status())) {
+        return Rejected(absl::StrCat("sandbox ", sb->cgroup_.path,
+                                     " is already enforced by sandfence"));
+      }
+      return generation.status();
+    }
+    sb->attached_ = true;
+    sb->generation_ = *generation;
+    if (sb->recorder_) sb->recorder_->BindGeneration(*generation);
+    if (sb->guard_mode_ != GuardMode::kOff) {
+      if (absl::Status s = host->AddGuard(sb->cgroup_, sb->guard_mode_);
+          !s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("process guard: ", s.message()));
+      }
+      sb->guarded_ = true;
+    }
+  }
+  undo.armed = false;
+  return sb;
+}
+
+absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Adopt(HostEnforcement* host,
+                                                        SandboxAdoptSpec spec) {
+  std::unique_ptr<Sandbox> sb(new Sandbox(host, spec.rollout_id));
+  sb->policy_ = std::move(spec.policy);
+  sb->borrowed_ = spec.borrowed;
+  sb->created_ = spec.created;
+  sb->guard_mode_ = spec.borrowed ? GuardMode::kOff : spec.guard_mode;
+  sb->mono_to_unix_ns_ = MonotonicToUnixOffsetNs();
+  if (sb->policy_.phases.empty()) return Malformed("the policy has no phase");
+
+  // The cgroup, if it is still there (a rollout whose sandbox is gone is
+  // adopted all the same, so that its record can be finished).
+  absl::StatusOr<CgroupRef> cgroup = host->OpenCgroup(spec.cgroup_path);
+  if (cgroup.ok() && cgroup->id == spec.cgroup_id) {
+    sb->cgroup_ = *cgroup;
+  } else {
+    if (cgroup.ok()) host->ReleaseCgroup(cgroup->id, false).IgnoreError();
+    sb->cgroup_.path = spec.cgroup_path;
+    sb->cgroup_.id = spec.cgroup_id;
+    sb->adoption_warnings_.push_back(
+        absl::StrCat("the sandbox cgroup ", spec.cgroup_path,
+                     " was gone (or replaced) when the rollout was adopted"));
+  }
+  const bool cgroup_held = cgroup.ok() && cgroup->id == spec.cgroup_id;
+
+  int index = sb->PhaseIndex(spec.believed_phase);
+  uint32_t generation = 0;
+  bool attached = false;
+  if (!sb->borrowed_) {
+    absl::StatusOr<AdoptedSandbox> adopted = host->AdoptEgress(spec.cgroup_id);
+    if (adopted.ok()) {
+      attached = true;
+      generation = adopted->kernel.generation;
+      const int kernel_index = adopted->kernel.phase;
+      if (kernel_index < static_cast<int>(sb->policy_.phases.size())) {
+        // The kernel's phase is the truth: the predecessor may have died
+        // between the switch and saying so.
+        if (kernel_index != index && index >= 0) {
+          sb->adoption_warnings_.push_back(absl::StrCat(
+              "the previous sandfence process believed phase \"",
+              spec.believed_phase, "\"; the kernel enforced phase \"",
+              sb->policy_.phases[kernel_index].name,
+              "\" (a switch was cut short by its death)"));
+        }
+        index = kernel_index;
+      } else {
+        sb->adoption_warnings_.push_back(absl::StrCat(
+            "the kernel's phase index ", kernel_index,
+            " is not a phase of the policy"));
+      }
+      if (!adopted->missing_hooks.empty()) {
+        // Its hooks were removed: what ran in it ran unenforced. A created
+        // sandbox's processes die; the hooks are attached afresh.
+        sb->adoption_warnings_.push_back(absl::StrCat(
+            "the sandbox's ", absl::StrJoin(adopted->missing_hooks, ", "),
+            " hooks were gone (unpinned) when it was adopted: it was not "
+            "enforced; ",
+            sb->created_ ? "its processes were killed and it was attached again"
+                         : "it was attached again"));
+        if (sb->created_ && cgroup_held) host->KillCgroup(spec.cgroup_id).IgnoreError();
+        host->DetachEgress(spec.cgroup_id).IgnoreError();
+        attached = false;
+      }
+    } else if (!absl::IsNotFound(adopted.status())) {
+      return adopted.status();
+    } else {
+      sb->adoption_warnings_.push_back(
+          "the kernel held no egress entry for the sandbox when it was "
+          "adopted: it was not enforced");
+      if (sb->created_ && cgroup_held) host->KillCgroup(spec.cgroup_id).IgnoreError();
+    }
+    if (index < 0) index = 0;
+    if (!attached && cgroup_held) {
+      absl::StatusOr<uint32_t> g = host->AttachEgress(
+          spec.cgroup_id, sb->policy_.phases[index],
+          static_cast<uint16_t>(index));
+      if (!g.ok()) return g.status();
+      generation = *g;
+      attached = true;
+    }
+  } else if (index < 0) {
+    index = 0;
+  }
+
+  // The guard: take it over, or guard the sandbox again.
+  if (!sb->borrowed_ && sb->guard_mode_ != GuardMode::kOff) {
+    absl::StatusOr<GuardInfo> info = host->PrepareGuard(sb->guard_mode_);
+    if (info.ok()) {
+      sb->guard_ = *info;
+      absl::Status taken = host->AdoptGuard(spec.cgroup_id);
+      if (!taken.ok() && cgroup_held) {
+        sb->adoption_warnings_.push_back(absl::StrCat(
+            "the process guard did not govern the sandbox when it was "
+            "adopted (", taken.message(), "); it was guarded again"));
+        taken = host->AddGuard(sb->cgroup_, sb->guard_mode_);
+      }
+      if (taken.ok()) {
+        absl::MutexLock lock(&sb->mu_);
+        sb->guarded_ = true;
+      }
+    }
+    sb->guard_text_ = sb->guarded_
+                          ? GuardEnforcementText(sb->guard_, sb->guard_mode_,
+                                                 sb->policy_)
+                          : absl::StrCat("off (could not be restored after "
+                                         "the sandfence process died)");
+  } else {
+    sb->guard_text_ = sb->borrowed_ ? spec.borrowed_guard_text
+                                    : std::string(EnforcerName(Enforcer::kOff));
+  }
+
+  if (absl::Status s = sb->OpenRecord(spec.record_path, spec.record_options,
+                                      /*overwrite=*/true);
+      !s.ok()) {
+    return s;
+  }
+  if (sb->recorder_) {
+    sb->recorder_->BeginPhase(sb->policy_.phases[index].name).IgnoreError();
+    if (attached) sb->recorder_->BindGeneration(generation);
+    sb->recorder_->SetGuardEnforcement(sb->guard_text_);
+  }
+  absl::MutexLock lock(&sb->mu_);
+  sb->phase_index_ = index;
+  sb->generation_ = generation;
+  sb->attached_ = attached;
+  if (!sb->borrowed_) {
+    host->events().Route(sb->cgroup_.id, sb.get());
+    sb->routed_ = true;
+  }
+  return sb;
+}
+
+Sandbox::~Sandbox() {
+  bool done;
+  {
+    absl::MutexLock lock(&mu_);
+    done = done_;
+  }
+  if (!done) Release();
+}
+
+std::string Sandbox::phase() const {
+  absl::MutexLock lock(&mu_);
+  return policy_.phases[phase_index_].name;
+}
+
+uint32_t Sandbox::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+absl::StatusOr<SandboxCounters> Sandbox::Counters() const {
+  if (borrowed_) return SandboxCounters{};
+  return host_->EgressCounters(cgroup_.id);
+}
+
+absl::StatusOr<PhaseChange> Sandbox::SwitchPhase(absl::string_view name) {
+  absl::MutexLock lock(&mu_);
+  if (done_) return absl::FailedPreconditionError("the sandbox has ended");
+  const int index = PhaseIndex(name);
+  if (index < 0) {
+    return Malformed(absl::StrCat("phase \"", Echo(name),
+                                  "\" is not a phase of rollout \"",
+                                  rollout_id_, "\" (", PhaseNames(policy_),
+                                  ")"));
+  }
+  PhaseChange out;
+  out.previous = policy_.phases[phase_index_].name;
+  out.phase = policy_.phases[index].name;
+  out.generation = generation_;
+  // A retried switch (or a framework that says where it is): no new
+  // generation, no new span.
+  if (index == phase_index_) return out;
+  if (recorder_) {
+    if (absl::Status s = recorder_->BeginPhase(out.phase); !s.ok()) return s;
+  }
+  if (attached_) {
+    absl::StatusOr<uint32_t> generation = host_->SwitchEgress(
+        cgroup_.id, policy_.phases[index], static_cast<uint16_t>(index));
+    if (!generation.ok()) {
+      return absl::Status(generation.status().code(),
+                          absl::StrCat("switch to phase ", out.phase, ": ",
+                                       generation.status().message()));
+    }
+    generation_ = *generation;
+    if (recorder_) recorder_->BindGeneration(generation_);
+  }
+  phase_index_ = index;
+  out.generation = generation_;
+  out.changed = true;
+  return out;
+}
+
+absl::StatusOr<SandboxEnd> Sandbox::End() {
+  absl::MutexLock lock(&mu_);
+  if (done_) return absl::FailedPreconditionError("the sandbox has ended");
+  done_ = true;
+  SandboxEnd out;
+  const uint64_t id = cgroup_.id;
+  // Its processes die before the hooks come off: nothing in the sandbox
+  // ever runs unenforced.
+  if (created_) out.cleanup.Update(host_->KillCgroup(id));
+  // What the kernel queued for it reaches its record.
+  if (routed_) host_->DrainEvents().IgnoreError();
+  if (guarded_) {
+    absl::StatusOr<uint64_t> lost = host_->RemoveGuard(id);
+    if (lost.ok()) out.guard_events_lost = *lost;
+    guarded_ = false;
+  }
+  if (attached_) {
+    absl::StatusOr<SandboxCounters> counters = host_->DetachEgress(id);
+    if (counters.ok()) {
+      out.counters = *counters;
+      out.counters_read = true;
+    }
+    attached_ = false;
+  } else if (borrowed_) {
+    out.counters_read = true;  // nothing attached, nothing counted
+  }
+  if (routed_) {
+    out.hub = host_->events().Unroute(id);
+    routed_ = false;
+  }
+  out.cleanup.Update(host_->ReleaseCgroup(id, created_));
+  if (recorder_) {
+    FinalCounts counts;
+    if (out.counters_read) counts.kernel = out.counters;
+    counts.decode_errors = out.hub.net_decode_errors;
+    counts.unrouted_events = out.hub.net_unrouted;
+    counts.guard_events_lost = out.guard_events_lost;
+    counts.guard_decode_errors = out.hub.guard_decode_errors;
+    absl::StatusOr<RecordOutcome> outcome = recorder_->Finalize(counts);
+    if (!outcome.ok()) return outcome.status();
+    out.record = *std::move(outcome);
+  }
+  return out;
+}
+
+void Sandbox::Release() {
+  absl::MutexLock lock(&mu_);
+  if (done_) return;
+  done_ = true;
+  if (routed_) host_->events().Unroute(cgroup_.id);
+  routed_ = false;
+  host_->ReleaseCgroup(cgroup_.id, /*remove=*/false).IgnoreError();
+  if (recorder_) recorder_->Tick().IgnoreError();
+}
+
+uint64_t Sandbox::AddListener(SandboxListener listener) {
+  absl::MutexLock lock(&listeners_mu_);
+  const uint64_t id = next_listener_++;
+  listeners_.emplace_back(id, std::move(listener));
+  return id;
+}
+
+void Sandbox::RemoveListener(uint64_t id) {
+  absl::MutexLock lock(&listeners_mu_);
+  for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
+    if (it->first == id) {
+      listeners_.erase(it);
+      return;
+    }
+  }
+}
+
+void Sandbox::OnNetEvent(const NetEvent& event) {
+  if (recorder_) recorder_->Add(event);
+  absl::MutexLock lock(&listeners_mu_);
+  for (const auto& [id, l] : listeners_) {
+    if (l.on_net) l.on_net(event);
+  }
+}
+
+void Sandbox::OnGuardEvent(const sf_guard_event& event) {
+  if (recorder_) {
+    recorder_->AddGuardEntry(GuardEntryFromEvent(event, mono_to_unix_ns_));
+  }
+  absl::MutexLock lock(&listeners_mu_);
+  for (const auto& [id, l] : listeners_) {
+    if (l.on_guard) l.on_guard(event);
+  }
+}
+
+}  // namespace sandfence
