@@ -1,6 +1,7 @@
 #include "guard/guard_controller.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -96,6 +98,41 @@ absl::Status FillProcNames(int map_fd) {
   return absl::OkStatus();
 }
 
+// The number of arguments of an LSM hook in the running kernel's BTF.
+absl::StatusOr<uint32_t> LsmHookArgs(const btf* vmlinux, const char* hook) {
+  std::string func = absl::StrCat("bpf_lsm_", hook);
+  int id = btf__find_by_name_kind(vmlinux, func.c_str(), BTF_KIND_FUNC);
+  if (id < 0) {
+    return Unavailable(absl::StrCat("the kernel has no LSM hook ", hook));
+  }
+  const btf_type* proto =
+      btf__type_by_id(vmlinux, btf__type_by_id(vmlinux, id)->type);
+  if (proto == nullptr || !btf_is_func_proto(proto)) {
+    return Unavailable(absl::StrCat("LSM hook ", hook, ": no prototype"));
+  }
+  return static_cast<uint32_t>(btf_vlen(proto));
+}
+
+// Hooks whose arguments moved between kernels: the program reads them
+// where the running kernel puts them (sf_guard_lsm.bpf.c).
+absl::Status ConfigureHookArgs(sf_guard_lsm* skel) {
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (vmlinux == nullptr) return ErrnoError(errno, "vmlinux BTF");
+  absl::StatusOr<uint32_t> setattr = LsmHookArgs(vmlinux, "inode_setattr");
+  absl::StatusOr<uint32_t> perf = LsmHookArgs(vmlinux, "perf_event_open");
+  btf__free(vmlinux);
+  if (!setattr.ok()) return setattr.status();
+  if (!perf.ok()) return perf.status();
+  if ((*setattr != 2 && *setattr != 3) || (*perf != 1 && *perf != 2)) {
+    return Unavailable(
+        absl::StrCat("unknown LSM hook prototypes: inode_setattr has ",
+                     *setattr, " arguments, perf_event_open ", *perf));
+  }
+  skel->rodata->sf_setattr_nargs = *setattr;
+  skel->rodata->sf_perf_nargs = *perf;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ProbeBpfLsm() {
@@ -158,6 +195,9 @@ absl::StatusOr<Skeleton<S>> LoadEnforcer(absl::string_view name) {
   Skeleton<S> skel(S::open());
   if (skel == nullptr) {
     return LoadError(errno, absl::StrCat(name, " enforcer: open"), &log);
+  }
+  if constexpr (std::is_same_v<S, sf_guard_lsm>) {
+    if (absl::Status s = ConfigureHookArgs(skel.get()); !s.ok()) return s;
   }
   if (int err = S::load(skel.get()); err != 0) {
     return LoadError(-err, absl::StrCat(name, " enforcer: load"), &log);
@@ -257,7 +297,8 @@ absl::Status GuardController::AddSandbox(const GuardedSandbox& sandbox) {
   }
   sf_guard_sandbox value = {};
   value.mode = sandbox.audit_only ? SF_GUARD_AUDIT : SF_GUARD_ENFORCE;
-  value.flags = sandbox.kill_readable ? SF_GUARD_F_KILL_READABLE : 0;
+  value.flags = (sandbox.kill_readable ? SF_GUARD_F_KILL_READABLE : 0) |
+                (sandbox.allow_io_uring ? SF_GUARD_F_IO_URING : 0);
   if (bpf_map_update_elem(bpf_->guarded_fd, &sandbox.cgroup_id, &value,
                           BPF_ANY) != 0) {
     int err = errno;
@@ -291,6 +332,32 @@ absl::Status GuardController::RemoveSandbox(uint64_t cgroup_id) {
   }
   sandbox_levels_.erase(it);
   return absl::OkStatus();
+}
+
+absl::Status GuardController::Protect(const std::string& path) {
+  if (bpf_ == nullptr) {
+    // Off: nothing is enforced, but a bad path is still an error.
+    absl::StatusOr<ProtectedChain> chain = ResolveProtected(path);
+    return chain.ok() ? absl::OkStatus() : chain.status();
+  }
+  if (protected_ == nullptr) {
+    protected_ = bpf_->lsm ? std::make_unique<ProtectedObjects>(
+                                 bpf_map__fd(bpf_->lsm->maps.sf_gprot),
+                                 bpf_map__fd(bpf_->lsm->maps.sf_gprotn))
+                           : std::make_unique<ProtectedObjects>(
+                                 bpf_map__fd(bpf_->sig->maps.sf_gprot),
+                                 bpf_map__fd(bpf_->sig->maps.sf_gprotn));
+  }
+  return protected_->Add(path);
+}
+
+absl::Status GuardController::Unprotect(const std::string& path) {
+  if (protected_ == nullptr) {
+    if (bpf_ == nullptr) return absl::OkStatus();
+    return absl::NotFoundError(
+        absl::StrCat("path ", path, " is not protected"));
+  }
+  return protected_->Remove(path);
 }
 
 int GuardController::events_fd() const {

@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "common/bpf_handles.h"
 #include "guard/guard_abi.h"
+#include "guard/guard_protect.h"
 #include "guard/guard_types.h"
 
 namespace sandfence {
@@ -42,6 +43,11 @@ struct GuardedSandbox {
   bool audit_only = false;
   // Signal mode: kill for cmdline/stat/status too, instead of auditing.
   bool kill_readable = false;
+  // Signal mode: io_uring may be set up (SF_GUARD_F_IO_URING). The signal
+  // enforcer does not see what a ring does (an open into a fixed-file
+  // slot, a write), so by default io_uring_setup kills. The lsm enforcer
+  // judges a ring's opens like any other and ignores this.
+  bool allow_io_uring = false;
 };
 
 class GuardController {
@@ -66,6 +72,19 @@ class GuardController {
   absl::Status AddSandbox(const GuardedSandbox& sandbox);
   absl::Status RemoveSandbox(uint64_t cgroup_id);
 
+  // Protects a file system object (sandfence's pin directory, state or
+  // records directory, daemon socket) and everything under it from every
+  // guarded sandbox: no unlink, rename, create, chmod/chown/truncate, open
+  // for writing, or connect (a socket). lsm refuses with EPERM; signal mode
+  // kills, judging the object from the opened file or fd where the call
+  // returns one, else from the path (docs/guard.md, "protected objects").
+  // The path must exist; it is canonicalised (realpath), and each of its
+  // components must be shorter than SF_GUARD_PROTNAME_LEN (Malformed).
+  // Protecting a path again is a no-op.
+  absl::Status Protect(const std::string& path);
+  // Stops protecting a path given to Protect(); NotFound otherwise.
+  absl::Status Unprotect(const std::string& path);
+
   // The ring buffer map of sf_guard_event records; -1 when off.
   int events_fd() const;
 
@@ -83,6 +102,9 @@ class GuardController {
   std::string fallback_reason_;
   std::map<uint64_t, uint32_t> sandbox_levels_;  // cgroup id -> level
   std::map<uint32_t, int> level_counts_;
+
+  // Protect()/Unprotect(): the map entries each path holds.
+  std::unique_ptr<ProtectedObjects> protected_;
 };
 
 // Reads guard events from the ring buffer, calling back for each.
