@@ -98,36 +98,44 @@ static __always_inline struct dentry *sf_unix_dentry(struct sock *sk)
 	return BPF_CORE_READ(u, path.dentry);
 }
 
+/* Sixteen characters, written a word at a time. */
+union sf_name16 {
+	char c[16];
+	__u64 w[2];
+};
+
 /*
  * "sig <n>", and " group" when it went to a process group or everyone: the
- * name of a signal event. n is 1..64 (0 is never judged).
+ * name of a signal event. n is 1..99 ("?" otherwise). Whole words, not
+ * bytes at a computed index: clang turns those into an OR on the stack
+ * pointer, which the 6.1 verifier refuses.
  */
-static __always_inline void sf_signal_name(char *out, int sig, bool group)
+static __always_inline void sf_signal_name(union sf_name16 *out, int sig,
+					   bool group)
 {
-	int i = 0;
+	__u64 d1, d2;
 
-	out[i++] = 's';
-	out[i++] = 'i';
-	out[i++] = 'g';
-	out[i++] = ' ';
-	if (sig < 0 || sig > 99) {
-		out[i++] = '?';
-		out[i] = 0;
+	out->w[0] = SF_C8('s', 'i', 'g', ' ', '?', 0, 0, 0);
+	out->w[1] = 0;
+	if (sig <= 0 || sig > 99)
+		return;
+	if (sig < 10) {
+		d1 = '0' + (__u32)sig;
+		out->w[0] = SF_C8('s', 'i', 'g', ' ', 0, 0, 0, 0) | d1 << 32;
+		if (group) {
+			out->w[0] |= SF_C8(0, 0, 0, 0, 0, ' ', 'g', 'r');
+			out->w[1] = SF_C8('o', 'u', 'p', 0, 0, 0, 0, 0);
+		}
 		return;
 	}
 	/* Unsigned: BPF has no signed division. */
-	if (sig >= 10)
-		out[i++] = '0' + (__u32)sig / 10;
-	out[i++] = '0' + (__u32)sig % 10;
+	d1 = '0' + (__u32)sig / 10;
+	d2 = '0' + (__u32)sig % 10;
+	out->w[0] = SF_C8('s', 'i', 'g', ' ', 0, 0, 0, 0) | d1 << 32 | d2 << 40;
 	if (group) {
-		out[i++] = ' ';
-		out[i++] = 'g';
-		out[i++] = 'r';
-		out[i++] = 'o';
-		out[i++] = 'u';
-		out[i++] = 'p';
+		out->w[0] |= SF_C8(0, 0, 0, 0, 0, 0, ' ', 'g');
+		out->w[1] = SF_C8('r', 'o', 'u', 'p', 0, 0, 0, 0);
 	}
-	out[i] = 0;
 }
 
 #endif /* SANDFENCE_BPF_GUARD_GUARD_REACH_BPF_H_ */

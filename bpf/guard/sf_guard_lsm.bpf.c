@@ -21,8 +21,9 @@
  *
  *   task_kill            a signal to a process outside the sandbox.
  *   bpf                  any bpf() command.
- *   perf_event_open      CPU-wide and cgroup events (events on another
- *                        task go through ptrace_access_check).
+ *   perf_event_open      CPU-wide and cgroup events.
+ *   perf_event_alloc     an event on another process (perf skips the
+ *                        ptrace check for CAP_PERFMON).
  *   inode_unlink, inode_rmdir, inode_rename, inode_setattr, inode_create,
  *   inode_mkdir, inode_mknod, inode_link, inode_symlink, file_open (for
  *   writing)             protected objects and everything under them.
@@ -36,8 +37,20 @@
 #include "guard/guard.bpf.h"
 #include "guard/guard_reach.bpf.h"
 
-#define SF_NR_KCMP 312
+#define SF_NR_STAT 4
+#define SF_NR_LSTAT 6
+#define SF_NR_ACCESS 21
+#define SF_NR_EXECVE 59
+#define SF_NR_CHDIR 80
+#define SF_NR_NEWFSTATAT 262
+#define SF_NR_FACCESSAT 269
 #define SF_NR_PERF_EVENT_OPEN 298
+#define SF_NR_NAME_TO_HANDLE_AT 303
+#define SF_NR_KCMP 312
+#define SF_NR_EXECVEAT 322
+#define SF_NR_STATX 332
+#define SF_NR_OPEN_TREE 428
+#define SF_NR_FACCESSAT2 439
 #define SF_PERF_SECURITY_CPU 1
 
 /*
@@ -106,6 +119,19 @@ static __always_inline __u32 sf_ptrace_check_what(struct task_struct *cur,
 	case SF_NR_OPENAT2:
 	case SF_NR_READLINK:
 	case SF_NR_READLINKAT:
+	/* Other calls that walk a path (through a magic link). */
+	case SF_NR_CHDIR:
+	case SF_NR_OPEN_TREE:
+	case SF_NR_NAME_TO_HANDLE_AT:
+	case SF_NR_STAT:
+	case SF_NR_LSTAT:
+	case SF_NR_NEWFSTATAT:
+	case SF_NR_STATX:
+	case SF_NR_ACCESS:
+	case SF_NR_FACCESSAT:
+	case SF_NR_FACCESSAT2:
+	case SF_NR_EXECVE:
+	case SF_NR_EXECVEAT:
 		return SF_WHAT_PROC_WALK;
 	}
 	return SF_WHAT_PTRACE_ACCESS;
@@ -267,7 +293,7 @@ int BPF_PROG(sf_lsm_kill, struct task_struct *p, struct kernel_siginfo *info,
 	struct task_struct *cur;
 	struct sf_verdict v = {};
 	struct sf_sandbox_ref sb;
-	char name[16];
+	union sf_name16 name;
 	int verdict;
 
 	if (ret != 0)
@@ -285,8 +311,8 @@ int BPF_PROG(sf_lsm_kill, struct task_struct *p, struct kernel_siginfo *info,
 	v.why = sf_foreign(cur, p, &sb);
 	v.syscall_nr = sf_current_nr(cur);
 	v.target_cgroup = sf_cgroup_id(sf_task_cgroup(p));
-	sf_signal_name(name, sig, false);
-	sf_emit(&sb, &v, cur, p, name, sizeof(name));
+	sf_signal_name(&name, sig, false);
+	sf_emit(&sb, &v, cur, p, name.c, sizeof(name.c));
 	return verdict;
 }
 
@@ -303,7 +329,7 @@ int BPF_PROG(sf_lsm_bpf, int cmd, union bpf_attr *attr, unsigned int size)
 	struct task_struct *cur;
 	struct sf_verdict v = {};
 	struct sf_sandbox_ref sb;
-	char name[16] = "cmd ";
+	union sf_name16 name = {};
 	int verdict;
 
 	cur = bpf_get_current_task_btf();
@@ -314,15 +340,16 @@ int BPF_PROG(sf_lsm_bpf, int cmd, union bpf_attr *attr, unsigned int size)
 	v.what = SF_WHAT_BPF;
 	v.why = SF_WHY_REFUSED;
 	v.syscall_nr = sf_current_nr(cur);
-	if (cmd >= 0 && cmd < 100) {
-		int i = 4;
-
-		if (cmd >= 10)
-			name[i++] = '0' + (__u32)cmd / 10;
-		name[i++] = '0' + (__u32)cmd % 10;
-		name[i] = 0;
-	}
-	sf_emit(&sb, &v, cur, NULL, name, sizeof(name));
+	/* "cmd <n>", a word at a time (see sf_signal_name). */
+	name.w[0] = SF_C8('c', 'm', 'd', ' ', '?', 0, 0, 0);
+	if (cmd >= 0 && cmd < 10)
+		name.w[0] = SF_C8('c', 'm', 'd', ' ', 0, 0, 0, 0) |
+			    (__u64)('0' + cmd) << 32;
+	else if (cmd >= 10 && cmd < 100)
+		name.w[0] = SF_C8('c', 'm', 'd', ' ', 0, 0, 0, 0) |
+			    (__u64)('0' + (__u32)cmd / 10) << 32 |
+			    (__u64)('0' + (__u32)cmd % 10) << 40;
+	sf_emit(&sb, &v, cur, NULL, name.c, sizeof(name.c));
 	return verdict;
 }
 
@@ -337,9 +364,17 @@ int sf_lsm_perf(unsigned long long *ctx)
 	struct task_struct *cur;
 	struct sf_verdict v = {};
 	struct sf_sandbox_ref sb;
-	int type, verdict;
+	__u64 a0 = ctx[0], a1 = ctx[1], type;
+	int verdict;
 
-	type = sf_perf_nargs == 2 ? (int)ctx[1] : (int)ctx[0];
+	/*
+	 * Both slots read at constant offsets (the 6.1 verifier refuses a
+	 * computed ctx offset), then compared whole, never cast: where a slot
+	 * is the attr pointer, a cast would be pointer arithmetic.
+	 */
+	barrier_var(a0);
+	barrier_var(a1);
+	type = sf_perf_nargs == 2 ? a1 : a0;
 	if (type != SF_PERF_SECURITY_CPU)
 		return 0;
 	cur = bpf_get_current_task_btf();
@@ -351,6 +386,41 @@ int sf_lsm_perf(unsigned long long *ctx)
 	v.why = SF_WHY_REFUSED;
 	v.syscall_nr = SF_NR_PERF_EVENT_OPEN;
 	sf_emit(&sb, &v, cur, NULL, "cpu", 4);
+	return verdict;
+}
+
+/*
+ * An event on another process. perf asks ptrace_may_access() only of
+ * callers without CAP_PERFMON, so ptrace_access_check does not see root:
+ * the event's target is judged here, before anything is installed. Events
+ * inherited at fork (event->parent set) follow one the caller opened on
+ * itself: not judged, or a self-profiling process could not fork.
+ */
+SEC("lsm/perf_event_alloc")
+int BPF_PROG(sf_lsm_perf_task, struct perf_event *event, int ret)
+{
+	struct task_struct *cur, *target;
+	struct sf_verdict v = {};
+	struct sf_sandbox_ref sb;
+	int verdict;
+
+	if (ret != 0)
+		return ret;
+	target = BPF_CORE_READ(event, hw.target);
+	if (!target || BPF_CORE_READ(event, parent))
+		return 0;
+	cur = bpf_get_current_task_btf();
+	if (sf_same_process(cur, target))
+		return 0;
+	if (!sf_find_sandbox(cur, &sb))
+		return 0;
+	verdict = sf_deny_action(&sb, &v.action);
+	v.enforcer = SF_ENFORCER_LSM;
+	v.what = SF_WHAT_PERF_OPEN;
+	v.why = sf_foreign(cur, target, &sb) | SF_WHY_REFUSED;
+	v.syscall_nr = SF_NR_PERF_EVENT_OPEN;
+	v.target_cgroup = sf_cgroup_id(sf_task_cgroup(target));
+	sf_emit(&sb, &v, cur, target, NULL, 0);
 	return verdict;
 }
 
@@ -411,10 +481,13 @@ int BPF_PROG(sf_lsm_rename, struct inode *old_dir, struct dentry *old_dentry,
 SEC("lsm/inode_setattr")
 int sf_lsm_setattr(unsigned long long *ctx)
 {
-	struct dentry *dentry;
+	__u64 a0 = ctx[0], a1 = ctx[1];
 
-	dentry = (void *)(sf_setattr_nargs == 3 ? ctx[1] : ctx[0]);
-	return sf_lsm_protect(dentry, SF_WHAT_PROT_SETATTR);
+	/* Constant offsets only (see sf_lsm_perf). */
+	barrier_var(a0);
+	barrier_var(a1);
+	return sf_lsm_protect((struct dentry *)(sf_setattr_nargs == 3 ? a1 : a0),
+			      SF_WHAT_PROT_SETATTR);
 }
 
 /* New names in a protected directory: the new (negative) dentry's parents. */

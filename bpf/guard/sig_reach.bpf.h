@@ -173,7 +173,7 @@ static __always_inline void sf_signal_kill(struct task_struct *cur,
 					   bool group, long nr)
 {
 	struct sf_verdict v = {};
-	char name[16];
+	union sf_name16 name;
 
 	v.enforcer = SF_ENFORCER_SIGNAL;
 	v.action = sf_kill_action(sb);
@@ -182,8 +182,8 @@ static __always_inline void sf_signal_kill(struct task_struct *cur,
 			 SF_WHY_OUTSIDE;
 	v.syscall_nr = nr;
 	v.target_cgroup = target ? sf_cgroup_id(sf_task_cgroup(target)) : 0;
-	sf_signal_name(name, sig, group);
-	sf_emit(sb, &v, cur, target, name, sizeof(name));
+	sf_signal_name(&name, sig, group);
+	sf_emit(sb, &v, cur, target, name.c, sizeof(name.c));
 }
 
 /* One process (or thread): outside the sandbox? */

@@ -165,11 +165,6 @@ enum sf_comp_class {
 	SF_C_PROC,
 };
 
-union sf_name16 {
-	char c[16];
-	__u64 w[2];
-};
-
 /* The class of a name already read into n (len bytes, zero-padded). */
 static __always_inline int sf_name_class(const union sf_name16 *n, int len,
 					 long *num)

@@ -405,7 +405,7 @@ static long uring_fixed(const char *path, const char *data, int flags)
 	sqe.opcode = IORING_OP_OPENAT;
 	sqe.fd = AT_FDCWD;
 	sqe.addr = (uint64_t)(uintptr_t)path;
-	sqe.open_flags = flags | O_CLOEXEC;
+	sqe.open_flags = flags; /* O_CLOEXEC is refused for a direct descriptor */
 	sqe.file_index = 1; /* slot 0 */
 	res = uring_result(ring_run(&r, &sqe));
 	if (res < 0 || !data)

@@ -569,6 +569,26 @@ const absl::Status& HostKcmp() {
   return s;
 }
 
+// /dev/fd, /dev/stdin, ... are the links to /proc/self/fd that udev and
+// container runtimes make (a bare devtmpfs, as in the test VM, has none).
+const absl::Status& HostDevFdLinks() {
+  static const absl::Status s = [] {
+    char target[64] = {};
+    if (::readlink("/dev/fd", target, sizeof(target) - 1) < 0) {
+      return ErrnoError(errno, "readlink /dev/fd");
+    }
+    if (std::string(target) != "/proc/self/fd") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("/dev/fd links to ", target, ", not /proc/self/fd"));
+    }
+    if (::access("/dev/stdin", F_OK) != 0) {
+      return ErrnoError(errno, "/dev/stdin");
+    }
+    return absl::OkStatus();
+  }();
+  return s;
+}
+
 // Actor commands that make their call through the 32-bit entry.
 static bool UsesInt80(const Scenario& s) {
   static const char* const kInt80Commands[] = {"open32", "openat2-32",
@@ -590,6 +610,11 @@ void GuardWorld::Run(const Scenario& s, const Expect& expect) {
   if (absl::StartsWith(command, "perf"))
     SANDFENCE_REQUIRE_HOST(HostPerfEvents());
   if (absl::StartsWith(command, "kcmp")) SANDFENCE_REQUIRE_HOST(HostKcmp());
+  for (const std::string& a : s.args) {
+    if (a == "dev" || a == "stdin" || absl::StartsWith(a, "/dev/fd")) {
+      SANDFENCE_REQUIRE_HOST(HostDevFdLinks());
+    }
+  }
   {
     absl::Status reset = files_.Reset();
     ASSERT_TRUE(reset.ok()) << reset;

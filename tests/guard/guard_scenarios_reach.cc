@@ -224,7 +224,7 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"perf-open", "{pid}"},
        Killed(SF_WHAT_PERF_OPEN),
-       Denied(EACCES, SF_WHAT_PERF_OPEN)});
+       Denied(EPERM, SF_WHAT_PERF_OPEN)});
   add({"perf_cpu_wide",
        "perf_event_open(pid -1, cpu 0): every process on a CPU",
        kRoot,
