@@ -12,18 +12,19 @@
  *   sys_exit   open/openat/openat2, judged on the file actually opened (the
  *              fd table entry the call returned), never on the path string:
  *              a procfs inode names its task; a cgroup.procs/threads file
- *              opened for writing names its cgroup. The /proc/<pid> magic
- *              links (exe, cwd, root, fd/<n>) open a file elsewhere, so for
- *              them the path's tail is parsed and the result confirmed
- *              against the target's own exe, cwd, root or fd.
+ *              opened for writing names its cgroup; a protected object
+ *              opened for writing is refused. The /proc/<pid> magic links
+ *              (exe, cwd, root, fd/<n>, ns/<x>) open a file elsewhere, so
+ *              for them the path is walked again (sig_walk.bpf.h) and the
+ *              result confirmed against the target's own exe, cwd, root,
+ *              fd or namespace.
  *   io_uring_complete  io_uring's OPENAT/OPENAT2, judged like sys_exit's
  *              opens, on the fd they installed.
  *   sched_process_fork  a child placed outside the sandbox
  *              (clone3 CLONE_INTO_CGROUP) is killed with its parent before
- *              it first runs.
- *
- *   sched_process_fork (sf_sig_cfiles)  a process sharing its fd table
- *              with its creator (CLONE_FILES without CLONE_THREAD).
+ *              it first runs; so is a process sharing its fd table with
+ *              its creator (sf_sig_cfiles: CLONE_FILES without
+ *              CLONE_THREAD).
  *
  *   signal_deliver  undoes the SIGSTOP a killed PTRACE_ATTACH leaves queued.
  *
