@@ -37,6 +37,12 @@ enum sf_guard_mode {
 enum sf_guard_flag {
 	/* Signal mode: kill for the files any user may read, too. */
 	SF_GUARD_F_KILL_READABLE = 1u << 0,
+	/*
+	 * Signal mode: io_uring may be set up. Off by default, because the
+	 * signal enforcer cannot see what a ring does (opens into fixed-file
+	 * slots, writes): io_uring_setup kills.
+	 */
+	SF_GUARD_F_IO_URING = 1u << 1,
 };
 
 struct sf_guard_sandbox {
@@ -72,7 +78,8 @@ enum sf_proc_class {
 	SF_PROC_PAGEMAP,
 	SF_PROC_MAP_FILES,
 	SF_PROC_READABLE_OTHER, /* statm, comm, limits, ...: readable by all */
-	SF_PROC_GATED_OTHER,    /* io, personality, ns, ...: ptrace-gated */
+	SF_PROC_GATED_OTHER,    /* io, personality, ...: ptrace-gated */
+	SF_PROC_NS,             /* /proc/<pid>/ns and its entries */
 	SF_PROC_CLASS_COUNT,
 };
 
@@ -128,11 +135,43 @@ enum sf_guard_what {
 	 * cwd, root, fd/<n>; fdinfo/): the hook cannot tell which entry.
 	 */
 	SF_WHAT_PROC_WALK = 12,
+	/* A signal (kill, tgkill, pidfd_send_signal, ...) to a process
+	 * outside the sandbox; name: "sig <n>" (and " group" for kill(0),
+	 * kill(-pgrp), kill(-1)). */
+	SF_WHAT_SIGNAL = 13,
+	SF_WHAT_BPF = 14, /* any bpf() command */
+	/*
+	 * Protected objects (GuardController::Protect: sandfence's pins,
+	 * state, records, socket), by what was attempted; name: the object
+	 * (path's tail or dentry name).
+	 */
+	SF_WHAT_PROT_UNLINK = 15,  /* unlink, rmdir */
+	SF_WHAT_PROT_RENAME = 16,  /* rename from or into */
+	SF_WHAT_PROT_CREATE = 17,  /* create, mkdir, mknod, link, symlink in */
+	SF_WHAT_PROT_SETATTR = 18, /* truncate, chmod, chown, utimes */
+	SF_WHAT_PROT_WRITE = 19,   /* open for writing (or O_TRUNC) */
+	SF_WHAT_PROT_CONNECT = 20, /* connect or send to a protected socket */
+	/* Signal mode: io_uring_setup without SF_GUARD_F_IO_URING. */
+	SF_WHAT_IO_URING = 21,
+	/* Signal mode: clone(CLONE_FILES) without CLONE_THREAD. */
+	SF_WHAT_CLONE_FILES = 22,
+	/* perf_event_open on another process, a CPU or a cgroup. */
+	SF_WHAT_PERF_OPEN = 23,
+	SF_WHAT_KCMP = 24, /* kcmp() with a foreign process */
+	/* Signal mode: a symlink whose target leads into procfs. */
+	SF_WHAT_SYMLINK_PROC = 25,
+	/* Signal mode: open_tree() of procfs, or name_to_handle_at() through
+	 * a foreign /proc/<pid>. */
+	SF_WHAT_PROC_HANDLE = 26,
 };
 
 enum sf_guard_why {
-	SF_WHY_UID = 1u << 0,     /* real or effective UIDs differ */
-	SF_WHY_OUTSIDE = 1u << 1, /* the target is outside the sandbox */
+	SF_WHY_UID = 1u << 0,       /* real or effective UIDs differ */
+	SF_WHY_OUTSIDE = 1u << 1,   /* the target is outside the sandbox */
+	SF_WHY_PROTECTED = 1u << 2, /* a protected object (Protect()) */
+	/* A primitive a guarded sandbox may not use at all (bpf, io_uring,
+	 * a shared fd table, a symlink into procfs, ...). */
+	SF_WHY_REFUSED = 1u << 3,
 };
 
 struct sf_guard_task {
@@ -160,5 +199,35 @@ struct sf_guard_event {
 };
 SF_GUARD_ASSERT(sizeof(struct sf_guard_event) == 144,
 		"sf_guard_event is read by user space");
+
+/*
+ * Protected objects (sf_gprot): a file system object by its device (the
+ * kernel's encoding of super_block.s_dev: major << 20 | minor) and inode
+ * number. ino 0 (no inode has it) marks a device that holds protected
+ * objects, so that a hook on another file system stops at one lookup.
+ */
+struct sf_guard_inode {
+	__u64 ino;
+	__u32 dev;
+	__u32 pad; /* zero */
+};
+SF_GUARD_ASSERT(sizeof(struct sf_guard_inode) == 16, "sf_guard_inode");
+
+/*
+ * Signal mode resolves path strings at system call entry, before the
+ * object can be read from the result (unlink, rename, ...): sf_gprotn holds
+ * the directory entries on the way from "/" to each protected object
+ * (parent, name) -> child, so that a walk of the path's components from its
+ * base directory can follow them by name; whether a child is protected is
+ * sf_gprot's answer. Names longer than SF_GUARD_PROTNAME_LEN - 1 are
+ * refused by user space.
+ */
+#define SF_GUARD_PROTNAME_LEN 48
+
+struct sf_guard_dirent {
+	struct sf_guard_inode parent;
+	char name[SF_GUARD_PROTNAME_LEN];
+};
+SF_GUARD_ASSERT(sizeof(struct sf_guard_dirent) == 64, "sf_guard_dirent");
 
 #endif /* SANDFENCE_BPF_GUARD_GUARD_ABI_H_ */

@@ -12,17 +12,25 @@
  *   sys_exit   open/openat/openat2, judged on the file actually opened (the
  *              fd table entry the call returned), never on the path string:
  *              a procfs inode names its task; a cgroup.procs/threads file
- *              opened for writing names its cgroup. The /proc/<pid> magic
- *              links (exe, cwd, root, fd/<n>) open a file elsewhere, so for
- *              them the path's tail is parsed and the result confirmed
- *              against the target's own exe, cwd, root or fd.
+ *              opened for writing names its cgroup; a protected object
+ *              opened for writing is refused. The /proc/<pid> magic links
+ *              (exe, cwd, root, fd/<n>, ns/<x>) open a file elsewhere, so
+ *              for them the path is walked again (sig_walk.bpf.h) and the
+ *              result confirmed against the target's own exe, cwd, root,
+ *              fd or namespace.
  *   io_uring_complete  io_uring's OPENAT/OPENAT2, judged like sys_exit's
  *              opens, on the fd they installed.
  *   sched_process_fork  a child placed outside the sandbox
  *              (clone3 CLONE_INTO_CGROUP) is killed with its parent before
- *              it first runs.
+ *              it first runs; so is a process sharing its fd table with
+ *              its creator (sf_sig_cfiles: CLONE_FILES without
+ *              CLONE_THREAD).
  *
  *   signal_deliver  undoes the SIGSTOP a killed PTRACE_ATTACH leaves queued.
+ *
+ * Signals, bpf(), io_uring_setup, perf_event_open, kcmp, symlinks into
+ * procfs, protected objects, chdir, creat, open_tree and name_to_handle_at:
+ * sig_reach.bpf.h (from the default cases of sys_enter and sys_exit).
  *
  * Requires bpf_task_from_vpid and bpf_send_signal_task (Linux 6.13+).
  */
@@ -152,6 +160,9 @@ static __always_inline struct task_struct *sf_pidfd_task(struct task_struct *cur
 	return sf_pid_task(BPF_CORE_READ(inode, i_private));
 }
 
+/* Signals, refused primitives, protected objects, path walks. */
+#include "guard/sig_reach.bpf.h"
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sf_sig_enter, struct pt_regs *regs, long id)
 {
@@ -171,7 +182,7 @@ int BPF_PROG(sf_sig_enter, struct pt_regs *regs, long id)
 	case SF_NR32_VM_WRITEV:
 		break;
 	default:
-		return 0;
+		return sf_enter_more(regs, id);
 	}
 	cur = bpf_get_current_task_btf();
 	if (sf_compat_syscall(cur)) {
@@ -278,274 +289,43 @@ static __always_inline void sf_judge_cgroup_open(struct task_struct *cur,
 	sf_emit(&sb, &v, cur, NULL, name.c, sizeof(name.c));
 }
 
-/*
- * The /proc/<pid> magic links. Opening /proc/<pid>/exe, cwd, root or
- * fd/<n> follows the link: the file opened is the target's binary,
- * directory or open file, on its own file system, so nothing about it says
- * "procfs". For these the path's tail is parsed (after the call, from the
- * caller's memory) into up to three components, ".", ".." and empty ones
- * resolved, and a match is confirmed against the target's own exe, cwd,
- * root or fd table before anyone is killed: a path that merely looks like
- * one kills nobody. The string can be raced by another thread of the
- * caller; docs/guard.md says so.
- */
-#define SF_PATH_MAX 4096
-#define SF_PATH_MASK (SF_PATH_MAX - 1)
-#define SF_AT_FDCWD -100
-
-struct sf_path_buf {
-	char buf[SF_PATH_MAX];
-};
-
-/* Per task, not per CPU: a task may be preempted in its system call exit. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct sf_path_buf);
-} sf_gpath SEC(".maps");
-
-struct sf_parse {
-	char *buf;
-	int last; /* index of the last byte; step i looks at last - i */
-	int end;  /* end (exclusive) of the component being walked */
-	int skip; /* ".." components still to apply */
-	int n;
-	int off0, len0, off1, len1, off2, len2; /* last, second, third */
-};
-
-static __always_inline void sf_parse_flush(struct sf_parse *p, int start)
+/* A protected object opened for writing (or truncated, or created in). */
+static __always_inline void sf_judge_prot_open(struct task_struct *cur,
+					       const struct sf_sandbox_ref *sb,
+					       struct file *f, long nr)
 {
-	int len = p->end - start;
-	char *b = p->buf;
+	struct dentry *d;
 
-	if (len <= 0)
+	if (!(BPF_CORE_READ(f, f_mode) & SF_FMODE_WRITE) &&
+	    !(BPF_CORE_READ(f, f_flags) & SF_O_TRUNC))
 		return;
-	if (len == 1 && b[start & SF_PATH_MASK] == '.')
+	d = BPF_CORE_READ(f, f_path.dentry);
+	if (!sf_dentry_protected(d))
 		return;
-	if (len == 2 && b[start & SF_PATH_MASK] == '.' &&
-	    b[(start + 1) & SF_PATH_MASK] == '.') {
-		p->skip++;
-		return;
-	}
-	if (p->skip > 0) {
-		p->skip--;
-		return;
-	}
-	if (p->n == 0) {
-		p->off0 = start;
-		p->len0 = len;
-	} else if (p->n == 1) {
-		p->off1 = start;
-		p->len1 = len;
-	} else if (p->n == 2) {
-		p->off2 = start;
-		p->len2 = len;
-	}
-	p->n++;
+	sf_refuse(sb, SF_WHAT_PROT_WRITE, SF_WHY_PROTECTED, NULL, nr,
+		  (const char *)BPF_CORE_READ(d, d_name.name), SF_GUARD_NAME_LEN);
 }
 
 /*
- * One byte per step, the position derived from the step number and a
- * constant (never from a field the step updates), so that the verifier sees
- * every step's state as the same one and verifies the callback once.
+ * A file opened elsewhere than procfs: did the path go through another
+ * process's /proc/<pid> magic link (exe, cwd, root, fd/<n>, ns/<x>)? The
+ * path is walked again from its base (sig_walk.bpf.h) and the opened file
+ * must confirm it: a path that merely looks like one kills nobody.
  */
-static long sf_parse_step(__u32 i, void *ctx)
-{
-	struct sf_parse *p = ctx;
-	int pos = p->last - (int)i;
-
-	if (pos < 0) {
-		sf_parse_flush(p, 0);
-		return 1;
-	}
-	if (p->buf[pos & SF_PATH_MASK] == '/') {
-		sf_parse_flush(p, pos + 1);
-		p->end = pos;
-	}
-	return p->n >= 3 ? 1 : 0;
-}
-
-static __always_inline bool sf_comp_is(const char *b, int off, int len,
-				       const char *lit, int lit_len)
-{
-	if (len != lit_len)
-		return false;
-	for (int i = 0; i < lit_len; i++)
-		if (b[(off + i) & SF_PATH_MASK] != lit[i])
-			return false;
-	return true;
-}
-
-/* A component as a decimal number (pid, fd), or -1. */
-static __always_inline long sf_comp_num(const char *b, int off, int len)
-{
-	long v = 0;
-
-	if (len <= 0 || len > 10)
-		return -1;
-	for (int i = 0; i < 10; i++) {
-		char c;
-
-		if (i >= len)
-			break;
-		c = b[(off + i) & SF_PATH_MASK];
-		if (c < '0' || c > '9')
-			return -1;
-		v = v * 10 + (c - '0');
-	}
-	return v;
-}
-
-/* Is f the object the target's magic link of this class points at? */
-static __always_inline bool sf_link_matches(struct task_struct *t, __u32 cls,
-					    long fdnum, struct file *f)
-{
-	struct fdtable *fdt;
-	struct file **fds;
-	struct file *tf = NULL;
-
-	switch (cls) {
-	case SF_PROC_EXE:
-		return BPF_CORE_READ(t, mm, exe_file, f_inode) ==
-		       BPF_CORE_READ(f, f_inode);
-	case SF_PROC_CWD:
-		return BPF_CORE_READ(t, fs, pwd.dentry) ==
-		       BPF_CORE_READ(f, f_path.dentry);
-	case SF_PROC_ROOT:
-		return BPF_CORE_READ(t, fs, root.dentry) ==
-		       BPF_CORE_READ(f, f_path.dentry);
-	case SF_PROC_FD_LINK:
-		fdt = BPF_CORE_READ(t, files, fdt);
-		if (!fdt || fdnum < 0 || fdnum >= BPF_CORE_READ(fdt, max_fds))
-			return false;
-		fds = BPF_CORE_READ(fdt, fd);
-		bpf_core_read(&tf, sizeof(tf), &fds[fdnum]);
-		return tf && BPF_CORE_READ(tf, f_inode) == BPF_CORE_READ(f, f_inode);
-	}
-	return false;
-}
-
-static __always_inline void sf_judge_link(struct task_struct *cur,
-					  const struct sf_sandbox_ref *sb,
-					  struct task_struct *target, __u32 cls,
-					  long fdnum, struct file *f, long nr,
-					  const char *tail)
-{
-	struct sf_verdict v = {};
-
-	if (sf_same_process(cur, target))
-		return;
-	if (!sf_link_matches(target, cls, fdnum, f))
-		return;
-	v.why = sf_foreign(cur, target, sb);
-	if (!v.why)
-		return;
-	v.enforcer = SF_ENFORCER_SIGNAL;
-	v.action = sf_kill_action(sb);
-	v.what = SF_WHAT_PROC_LINK;
-	v.proc_class = cls;
-	v.syscall_nr = nr;
-	v.target_cgroup = sf_cgroup_id(sf_task_cgroup(target));
-	sf_emit(sb, &v, cur, target, tail, SF_GUARD_NAME_LEN);
-}
-
 static __always_inline void sf_judge_link_open(struct task_struct *cur,
 					       const struct sf_sandbox_ref *sb,
 					       struct pt_regs *regs, long nr,
 					       struct file *f)
 {
-	struct sf_parse p = {};
-	struct sf_path_buf *pb;
-	struct task_struct *t;
-	struct dentry *base;
 	struct sf_args args;
-	long fdnum = -1;
-	int pid_comp, dirfd, len, tail;
-	__u32 cls;
-	char *b;
+	bool one_path = nr == SF_NR_OPEN || nr == SF_NR_CREAT;
 
-	pb = bpf_task_storage_get(&sf_gpath, cur, 0,
-				  BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!pb)
-		return;
-	b = pb->buf;
 	sf_read_args(regs, sf_compat_syscall(cur), &args);
-	dirfd = nr == SF_NR_OPEN ? SF_AT_FDCWD : (int)args.a[0];
-	len = bpf_probe_read_user_str(b, SF_PATH_MAX,
-				      (void *)(nr == SF_NR_OPEN ? args.a[0] :
-								  args.a[1]));
-	if (len <= 1)
-		return;
-	p.buf = b;
-	p.last = len - 2; /* the byte before the NUL */
-	p.end = len - 1;
-	bpf_loop(len + 1, sf_parse_step, &p, 0);
-	if (p.n == 0)
-		return;
-
-	if (sf_comp_is(b, p.off0, p.len0, "exe", 3)) {
-		cls = SF_PROC_EXE;
-	} else if (sf_comp_is(b, p.off0, p.len0, "cwd", 3)) {
-		cls = SF_PROC_CWD;
-	} else if (sf_comp_is(b, p.off0, p.len0, "root", 4)) {
-		cls = SF_PROC_ROOT;
-	} else {
-		fdnum = sf_comp_num(b, p.off0, p.len0);
-		if (fdnum < 0)
-			return;
-		cls = SF_PROC_FD_LINK;
-	}
-	pid_comp = 1;
-	if (cls == SF_PROC_FD_LINK) {
-		/* ".../<pid>/fd/<n>", or "<n>" relative to a .../fd directory */
-		if (p.n >= 2) {
-			if (!sf_comp_is(b, p.off1, p.len1, "fd", 2))
-				return;
-			pid_comp = 2;
-		} else {
-			pid_comp = 1;
-		}
-	}
-	tail = len - 1 - SF_GUARD_NAME_LEN + 1;
-	if (tail < 0)
-		tail = 0;
-
-	if (pid_comp < p.n) {
-		int off = pid_comp == 1 ? p.off1 : p.off2;
-		int clen = pid_comp == 1 ? p.len1 : p.len2;
-		long pid = sf_comp_num(b, off, clen);
-
-		/* "self" and "thread-self" are the caller: never foreign. */
-		if (pid <= 0)
-			return;
-		t = bpf_task_from_vpid((s32)pid);
-		if (!t)
-			return;
-		sf_judge_link(cur, sb, t, cls, fdnum, f, nr,
-			      b + (tail & SF_PATH_MASK));
-		bpf_task_release(t);
-		return;
-	}
-	/* The pid is the directory the path is relative to. */
-	if (b[0] == '/' || p.skip)
-		return;
-	if (dirfd == SF_AT_FDCWD) {
-		base = BPF_CORE_READ(cur, fs, pwd.dentry);
-	} else {
-		struct file *df = sf_current_fd_file(cur, dirfd);
-
-		if (!df)
-			return;
-		base = BPF_CORE_READ(df, f_path.dentry);
-	}
-	if (!base || sf_sb_magic(BPF_CORE_READ(base, d_inode)) !=
-			     SF_PROC_SUPER_MAGIC)
-		return;
-	t = sf_proc_inode_task(BPF_CORE_READ(base, d_inode));
-	if (!t)
-		return;
-	sf_judge_link(cur, sb, t, cls, fdnum, f, nr, b + (tail & SF_PATH_MASK));
+	sf_walk_judge(sb, nr, one_path ? SF_AT_FDCWD : (int)args.a[0],
+		      (void *)(one_path ? args.a[0] : args.a[1]), true,
+		      (__u64)BPF_CORE_READ(f, f_path.mnt),
+		      (__u64)BPF_CORE_READ(f, f_path.dentry),
+		      BPF_CORE_READ(f, f_inode));
 }
 
 /*
@@ -572,8 +352,10 @@ static __always_inline void sf_judge_opened(struct task_struct *cur, long fd,
 	} else if (magic == SF_CGROUP2_SUPER_MAGIC) {
 		if (BPF_CORE_READ(f, f_mode) & SF_FMODE_WRITE)
 			sf_judge_cgroup_open(cur, f, inode, nr);
-	} else if (regs && sf_find_sandbox(cur, &sb)) {
-		sf_judge_link_open(cur, &sb, regs, nr, f);
+	} else if (sf_find_sandbox(cur, &sb)) {
+		sf_judge_prot_open(cur, &sb, f, nr);
+		if (regs)
+			sf_judge_link_open(cur, &sb, regs, nr, f);
 	}
 }
 
@@ -624,7 +406,7 @@ int BPF_PROG(sf_sig_exit, struct pt_regs *regs, long ret)
 		id = sf_nr32_to_64(id);
 		break;
 	default:
-		return 0;
+		return sf_exit_more(regs, id, ret);
 	}
 
 	sf_judge_opened(cur, ret, id, regs);
@@ -686,6 +468,39 @@ int BPF_PROG(sf_sig_fork, struct task_struct *parent, struct task_struct *child)
 	v.why = SF_WHY_OUTSIDE;
 	v.syscall_nr = SF_NR_CLONE3;
 	v.target_cgroup = sf_cgroup_id(cg);
+	sf_emit(&sb, &v, cur, child, NULL, 0);
+	return 0;
+}
+
+/*
+ * A new process sharing its creator's fd table (clone CLONE_FILES without
+ * CLONE_THREAD): a file the guard kills one of them for opening would stay
+ * open in the other, which the kill does not reach. Refused: both die
+ * before the child runs. Threads (same thread group) die together.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sf_sig_cfiles, struct task_struct *parent,
+	     struct task_struct *child)
+{
+	struct task_struct *cur;
+	struct sf_verdict v = {};
+	struct sf_sandbox_ref sb;
+	struct pt_regs *regs;
+
+	if (!child || child->files != parent->files ||
+	    child->tgid == parent->tgid)
+		return 0;
+	cur = bpf_get_current_task_btf();
+	if (!sf_find_sandbox(cur, &sb))
+		return 0;
+	v.enforcer = SF_ENFORCER_SIGNAL;
+	v.action = sf_kill_action(&sb);
+	if (v.action == SF_ACTION_KILLED)
+		bpf_send_signal_task(child, SF_SIGKILL, PIDTYPE_TGID, 0);
+	v.what = SF_WHAT_CLONE_FILES;
+	v.why = SF_WHY_REFUSED;
+	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	v.syscall_nr = regs ? BPF_CORE_READ(regs, orig_ax) : -1;
 	sf_emit(&sb, &v, cur, child, NULL, 0);
 	return 0;
 }

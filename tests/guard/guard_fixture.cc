@@ -1,11 +1,16 @@
 #include "guard_fixture.h"
 
 #include <fcntl.h>
+#include <linux/kcmp.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -87,8 +93,8 @@ absl::StatusOr<Sandboxes> Sandboxes::Create() {
   Sandboxes s;
   std::string base = absl::StrCat(*root, "/sf-guard-test-", ::getpid());
   for (const std::string& dir :
-       {base, base + "/guarded", base + "/guarded/sub", base + "/audited",
-        base + "/unguarded", base + "/escape"}) {
+       {base, base + "/guarded", base + "/guarded/sub", base + "/uring",
+        base + "/audited", base + "/unguarded", base + "/escape"}) {
     if (absl::Status st = MakeDir(dir); !st.ok()) return st;
   }
   s.base_ = base;
@@ -97,9 +103,12 @@ absl::StatusOr<Sandboxes> Sandboxes::Create() {
   s.escape_ = base + "/escape";
   absl::StatusOr<CgroupRef> guarded = InspectCgroup(base + "/guarded");
   if (!guarded.ok()) return guarded.status();
+  absl::StatusOr<CgroupRef> uring = InspectCgroup(base + "/uring");
+  if (!uring.ok()) return uring.status();
   absl::StatusOr<CgroupRef> audited = InspectCgroup(base + "/audited");
   if (!audited.ok()) return audited.status();
   s.guarded_ = *guarded;
+  s.uring_ = *uring;
   s.audited_ = *audited;
   return s;
 }
@@ -107,6 +116,7 @@ absl::StatusOr<Sandboxes> Sandboxes::Create() {
 Sandboxes::Sandboxes(Sandboxes&& other) noexcept
     : base_(std::exchange(other.base_, std::string())),
       guarded_(other.guarded_),
+      uring_(other.uring_),
       audited_(other.audited_),
       sub_(other.sub_),
       unguarded_(other.unguarded_),
@@ -115,7 +125,7 @@ Sandboxes::Sandboxes(Sandboxes&& other) noexcept
 Sandboxes::~Sandboxes() {
   if (base_.empty()) return;
   for (const std::string& dir :
-       {sub_, guarded_.path, audited_.path, unguarded_, escape_}) {
+       {sub_, guarded_.path, uring_.path, audited_.path, unguarded_, escape_}) {
     RemoveCgroup(dir);
   }
   RemoveCgroup(base_);
@@ -125,6 +135,8 @@ std::string Sandboxes::DirFor(Where where) const {
   switch (where) {
     case Where::kGuarded:
       return guarded_.path;
+    case Where::kUring:
+      return uring_.path;
     case Where::kSub:
       return sub_;
     case Where::kAudited:
@@ -160,6 +172,118 @@ ProcMount::~ProcMount() {
   if (path_.empty()) return;
   ::umount2(path_.c_str(), MNT_DETACH);
   ::rmdir(path_.c_str());
+}
+
+// --- ProtectedFiles ----------------------------------------------------------
+
+namespace {
+
+// A Unix socket bound at path (listening, for a stream one); its fd.
+absl::StatusOr<int> BindUnix(const std::string& path, int type) {
+  int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoError(errno, "socket");
+  sockaddr_un sa = {};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, path.c_str(), sizeof(sa.sun_path) - 1);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      (type == SOCK_STREAM && ::listen(fd, 64) != 0)) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoError(err, absl::StrCat("bind/listen ", path));
+  }
+  // Others' agents (another UID) may connect: the guard must refuse them.
+  ::chmod(path.c_str(), 0777);
+  return fd;
+}
+
+absl::Status WriteFile(const std::string& path) {
+  std::ofstream out(path);
+  out << "sandfence state\n";
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ProtectedFiles> ProtectedFiles::Create() {
+  char pattern[] = "/tmp/sf-guard-files-XXXXXX";
+  if (::mkdtemp(pattern) == nullptr) return ErrnoError(errno, "mkdtemp");
+  ProtectedFiles f;
+  f.base_ = pattern;
+  f.prot_ = f.base_ + "/prot";
+  f.free_ = f.base_ + "/free";
+  std::string sockdir = f.base_ + "/sock";
+  f.socket_ = sockdir + "/s.sock";
+  for (const std::string& dir :
+       {f.base_, f.prot_, f.prot_ + "/pins", f.prot_ + "/pins/sub",
+        f.prot_ + "/pins/empty", f.free_, sockdir}) {
+    if (absl::Status s = MakeDir(dir); !s.ok()) return s;
+    ::chmod(dir.c_str(), 0777);  // DAC lets everyone: the guard decides
+  }
+  for (const auto& [path, type] : std::vector<std::pair<std::string, int>>{
+           {f.prot_ + "/daemon.sock", SOCK_STREAM},
+           {f.prot_ + "/dgram.sock", SOCK_DGRAM},
+           {f.socket_, SOCK_STREAM},
+           {f.free_ + "/free.sock", SOCK_STREAM}}) {
+    absl::StatusOr<int> fd = BindUnix(path, type);
+    if (!fd.ok()) return fd.status();
+    f.listeners_.push_back(*fd);
+  }
+  if (absl::Status s = f.Reset(); !s.ok()) return s;
+  return f;
+}
+
+// What the rows may leave behind: in signal mode the refused call has run
+// (the kill comes after it), so a renamed directory is put back (the same
+// inode stays protected) and every stray name removed.
+absl::Status ProtectedFiles::Reset() const {
+  struct stat st;
+  if (::stat(prot_.c_str(), &st) != 0 &&
+      ::rename((free_ + "/moved").c_str(), prot_.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("put back ", prot_));
+  }
+  for (const std::string& stray :
+       {prot_ + "/new", prot_ + "/lnk", free_ + "/stolen", free_ + "/hard",
+        free_ + "/new", free_ + "/renamed"}) {
+    ::unlink(stray.c_str());
+  }
+  ::rmdir((prot_ + "/pins/new").c_str());
+  for (const std::string& dir :
+       {prot_ + "/pins", prot_ + "/pins/sub", prot_ + "/pins/empty"}) {
+    if (absl::Status s = MakeDir(dir); !s.ok()) return s;
+    ::chmod(dir.c_str(), 0777);
+  }
+  for (const std::string& file :
+       {prot_ + "/state", prot_ + "/pins/sub/pin", free_ + "/state"}) {
+    if (absl::Status s = WriteFile(file); !s.ok()) return s;
+    ::chmod(file.c_str(), 0666);
+  }
+  return absl::OkStatus();
+}
+
+ProtectedFiles::ProtectedFiles(ProtectedFiles&& other) noexcept
+    : base_(std::exchange(other.base_, std::string())),
+      prot_(other.prot_),
+      free_(other.free_),
+      socket_(other.socket_),
+      listeners_(std::exchange(other.listeners_, {})) {}
+
+ProtectedFiles::~ProtectedFiles() {
+  for (int fd : listeners_) ::close(fd);
+  if (base_.empty()) return;
+  (void)Reset();  // strays out, the directory back in place
+  // Only what Create() made: a stray file fails the rmdir, and stays.
+  for (const std::string& file :
+       {prot_ + "/state", prot_ + "/pins/sub/pin", prot_ + "/daemon.sock",
+        prot_ + "/dgram.sock", socket_, free_ + "/free.sock",
+        free_ + "/state"}) {
+    ::unlink(file.c_str());
+  }
+  for (const std::string& dir :
+       {prot_ + "/pins/sub", prot_ + "/pins/empty", prot_ + "/pins", prot_,
+        free_, base_ + "/sock", base_}) {
+    ::rmdir(dir.c_str());
+  }
 }
 
 // --- Child -------------------------------------------------------------------
@@ -228,6 +352,14 @@ std::string Child::ReadLine() {
   return line;
 }
 
+bool Child::Running() {
+  if (reaped_) return false;
+  int status = 0;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) reaped_ = true;
+  return r == 0;
+}
+
 int Child::Wait() {
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
@@ -286,10 +418,11 @@ absl::StatusOr<Target> StartTarget(uid_t uid, const std::string& cgroup_dir) {
 // --- GuardWorld --------------------------------------------------------------
 
 GuardWorld::GuardWorld(GuardController guard, Sandboxes sandboxes,
-                       ProcMount proc)
+                       ProcMount proc, ProtectedFiles files)
     : guard_(std::move(guard)),
       sandboxes_(std::move(sandboxes)),
-      proc_(std::move(proc)) {}
+      proc_(std::move(proc)),
+      files_(std::move(files)) {}
 
 absl::StatusOr<GuardWorld*> GuardWorld::Get(Enforcer enforcer) {
   static std::unique_ptr<GuardWorld> world;
@@ -312,14 +445,26 @@ absl::StatusOr<GuardWorld*> GuardWorld::Get(Enforcer enforcer) {
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = guard->AddSandbox({.cgroup_id = sandboxes->uring().id,
+                                          .level = sandboxes->uring().level,
+                                          .allow_io_uring = true});
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = guard->AddSandbox({.cgroup_id = sandboxes->audited().id,
                                           .level = sandboxes->audited().level,
                                           .audit_only = true});
       !s.ok()) {
     return s;
   }
-  auto w = std::make_unique<GuardWorld>(
-      *std::move(guard), *std::move(sandboxes), *std::move(proc));
+  absl::StatusOr<ProtectedFiles> files = ProtectedFiles::Create();
+  if (!files.ok()) return files.status();
+  for (const std::string& path : {files->prot(), files->socket()}) {
+    if (absl::Status s = guard->Protect(path); !s.ok()) return s;
+  }
+  auto w =
+      std::make_unique<GuardWorld>(*std::move(guard), *std::move(sandboxes),
+                                   *std::move(proc), *std::move(files));
   GuardWorld* raw = w.get();
   absl::StatusOr<GuardEventReader> reader = GuardEventReader::Create(
       raw->guard_.events_fd(),
@@ -344,17 +489,29 @@ std::vector<sf_guard_event> GuardWorld::CollectEvents() {
 
 namespace {
 
+// The path below /tmp (the target's working directory).
+std::string BelowTmp(const std::string& path) {
+  return absl::StartsWith(path, "/tmp/") ? path.substr(5) : path;
+}
+
 std::string Substitute(const std::string& arg, const Target& t,
                        const GuardWorld& w, const Sandboxes& s) {
-  return absl::StrReplaceAll(arg,
-                             {{"{pid}", absl::StrCat(t.child.pid())},
-                              {"{addr}", absl::StrCat("0x", absl::Hex(t.addr))},
-                              {"{len}", absl::StrCat(t.len)},
-                              {"{fd}", absl::StrCat(t.fd)},
-                              {"{procmnt}", w.proc_mount()},
-                              {"{escape}", s.escape_dir()},
-                              {"{sub}", s.DirFor(Where::kSub)},
-                              {"{guarded}", s.DirFor(Where::kGuarded)}});
+  const ProtectedFiles& f = w.protected_files();
+  return absl::StrReplaceAll(
+      arg, {{"{pid}", absl::StrCat(t.child.pid())},
+            {"{addr}", absl::StrCat("0x", absl::Hex(t.addr))},
+            {"{len}", absl::StrCat(t.len)},
+            {"{fd}", absl::StrCat(t.fd)},
+            {"{pgid}", absl::StrCat(::getpgid(t.child.pid()))},
+            {"{procmnt}", w.proc_mount()},
+            {"{escape}", s.escape_dir()},
+            {"{sub}", s.DirFor(Where::kSub)},
+            {"{guarded}", s.DirFor(Where::kGuarded)},
+            {"{prot_name}", BelowTmp(f.prot())},
+            {"{prot}", f.prot()},
+            {"{free_name}", BelowTmp(f.free())},
+            {"{free}", f.free()},
+            {"{sock}", f.socket()}});
 }
 
 std::string DescribeEvents(const std::vector<sf_guard_event>& events) {
@@ -373,6 +530,7 @@ uint32_t ActionFor(Outcome o) {
     case Outcome::kKilled:
       return SF_ACTION_KILLED;
     case Outcome::kDenied:
+    case Outcome::kDeniedPartly:
       return SF_ACTION_DENIED;
     default:
       return 0;
@@ -380,6 +538,56 @@ uint32_t ActionFor(Outcome o) {
 }
 
 }  // namespace
+
+// perf_event_open works here at all (a software event on ourselves): some
+// hosts forbid it (kernel.perf_event_paranoid 3 without CAP_PERFMON, or no
+// perf events), and then a row would test the host, not sandfence.
+const absl::Status& HostPerfEvents() {
+  static const absl::Status s = [] {
+    perf_event_attr attr = {};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_TASK_CLOCK;
+    attr.exclude_kernel = 1;
+    attr.disabled = 1;
+    long fd = ::syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+    if (fd < 0) return ErrnoError(errno, "perf_event_open of a software event");
+    ::close(static_cast<int>(fd));
+    return absl::OkStatus();
+  }();
+  return s;
+}
+
+// kcmp() exists (CONFIG_KCMP).
+const absl::Status& HostKcmp() {
+  static const absl::Status s = [] {
+    if (::syscall(SYS_kcmp, ::getpid(), ::getpid(), KCMP_VM, 0, 0) < 0) {
+      return ErrnoError(errno, "kcmp");
+    }
+    return absl::OkStatus();
+  }();
+  return s;
+}
+
+// /dev/fd, /dev/stdin, ... are the links to /proc/self/fd that udev and
+// container runtimes make (a bare devtmpfs, as in the test VM, has none).
+const absl::Status& HostDevFdLinks() {
+  static const absl::Status s = [] {
+    char target[64] = {};
+    if (::readlink("/dev/fd", target, sizeof(target) - 1) < 0) {
+      return ErrnoError(errno, "readlink /dev/fd");
+    }
+    if (std::string(target) != "/proc/self/fd") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("/dev/fd links to ", target, ", not /proc/self/fd"));
+    }
+    if (::access("/dev/stdin", F_OK) != 0) {
+      return ErrnoError(errno, "/dev/stdin");
+    }
+    return absl::OkStatus();
+  }();
+  return s;
+}
 
 // Actor commands that make their call through the 32-bit entry.
 static bool UsesInt80(const Scenario& s) {
@@ -398,6 +606,18 @@ void GuardWorld::Run(const Scenario& s, const Expect& expect) {
   const std::string command = s.args.empty() ? "" : s.args[0];
   if (absl::StartsWith(command, "uring")) {
     SANDFENCE_REQUIRE_HOST(sandfence::testing::HostIoUring());
+  }
+  if (absl::StartsWith(command, "perf"))
+    SANDFENCE_REQUIRE_HOST(HostPerfEvents());
+  if (absl::StartsWith(command, "kcmp")) SANDFENCE_REQUIRE_HOST(HostKcmp());
+  for (const std::string& a : s.args) {
+    if (a == "dev" || a == "stdin" || absl::StartsWith(a, "/dev/fd")) {
+      SANDFENCE_REQUIRE_HOST(HostDevFdLinks());
+    }
+  }
+  {
+    absl::Status reset = files_.Reset();
+    ASSERT_TRUE(reset.ok()) << reset;
   }
   if (s.actor_uid != kRoot &&
       (absl::StartsWith(command, "ptrace") ||
@@ -436,6 +656,7 @@ void GuardWorld::Run(const Scenario& s, const Expect& expect) {
   switch (expect.outcome) {
     case Outcome::kAllowed:
     case Outcome::kAudited:
+    case Outcome::kDeniedPartly:
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
                   absl::StrContains(out, "ok\n"))
           << "must succeed" << context;
@@ -452,9 +673,15 @@ void GuardWorld::Run(const Scenario& s, const Expect& expect) {
           << ::strerror(expect.err) << ")" << context;
       break;
   }
-  if (s.child_must_not_run) {
+  // Where the call was stopped (not where the row allows it).
+  if (s.child_must_not_run && expect.outcome != Outcome::kAllowed &&
+      expect.outcome != Outcome::kAudited) {
     EXPECT_FALSE(absl::StrContains(out, "child-ran"))
         << "the child placed outside the sandbox ran" << context;
+  }
+  if (expect.target_survives) {
+    EXPECT_TRUE(target->child.Running())
+        << "the target must survive (the signal must not land)" << context;
   }
 
   uint32_t action = ActionFor(expect.outcome);
@@ -470,9 +697,10 @@ void GuardWorld::Run(const Scenario& s, const Expect& expect) {
         e.action == action && e.what == expect.what && e.enforcer == enforcer &&
         (expect.proc_class == 0 || e.proc_class == expect.proc_class)) {
       found = true;
-      uint64_t sandbox = s.actor_where == Where::kAudited
-                             ? sandboxes_.audited().id
-                             : sandboxes_.guarded().id;
+      uint64_t sandbox =
+          s.actor_where == Where::kAudited ? sandboxes_.audited().id
+          : s.actor_where == Where::kUring ? sandboxes_.uring().id
+                                           : sandboxes_.guarded().id;
       EXPECT_EQ(e.sandbox_id, sandbox) << context;
       EXPECT_EQ(e.actor.uid, s.actor_uid) << context;
     }
@@ -485,6 +713,32 @@ void GuardWorld::Run(const Scenario& s, const Expect& expect) {
                              : "")
                      << "\" event by the " << GuardEnforcerName(enforcer)
                      << " enforcer" << context;
+}
+
+void GuardWorld::CheckUnprotect() {
+  EXPECT_EQ(guard_.Unprotect("/nonexistent-sf-guard").code(),
+            absl::StatusCode::kNotFound);
+  const std::string& prot = files_.prot();
+  ASSERT_TRUE(files_.Reset().ok());
+  absl::Status s = guard_.Unprotect(prot);
+  ASSERT_TRUE(s.ok()) << s;
+  ClearEvents();
+  absl::StatusOr<Child> actor =
+      Child::Spawn({.argv = {ActorPath(), "unlink", prot + "/state"},
+                    .cgroup_dir = sandboxes_.guarded().path});
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  int status = actor->Wait();
+  std::string out = actor->DrainOutput();
+  std::vector<sf_guard_event> events = CollectEvents();
+  s = guard_.Protect(prot);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+              absl::StrContains(out, "ok\n"))
+      << "unprotected, the unlink must go through: "
+      << DescribeWaitStatus(status) << " \"" << out << "\"";
+  EXPECT_TRUE(events.empty()) << DescribeEvents(events);
+  EXPECT_TRUE(guard_.Protect(prot).ok()) << "protecting again is a no-op";
+  ASSERT_TRUE(files_.Reset().ok());
 }
 
 void GuardWorld::RunPsAux(uid_t uid) {

@@ -30,6 +30,7 @@ inline constexpr uid_t kOtherUid = 4343;
 // Where a process runs.
 enum class Where {
   kGuarded,    // the guarded sandbox
+  kUring,      // a guarded sandbox that allows io_uring (allow_io_uring)
   kSub,        // a child cgroup of the guarded sandbox
   kAudited,    // a sandbox guarded in audit-only mode
   kUnguarded,  // a cgroup the guard does not know
@@ -46,6 +47,7 @@ class Sandboxes {
   ~Sandboxes();
 
   const CgroupRef& guarded() const { return guarded_; }
+  const CgroupRef& uring() const { return uring_; }
   const CgroupRef& audited() const { return audited_; }
   // A cgroup outside every sandbox, for escapes to go to.
   const std::string& escape_dir() const { return escape_; }
@@ -56,6 +58,7 @@ class Sandboxes {
   Sandboxes() = default;
   std::string base_;
   CgroupRef guarded_;
+  CgroupRef uring_;
   CgroupRef audited_;
   std::string sub_, unguarded_, escape_;
 };
@@ -73,6 +76,33 @@ class ProcMount {
  private:
   ProcMount() = default;
   std::string path_;
+};
+
+// What the tests protect (GuardController::Protect), as sandfence's pins,
+// state and socket would be, and an unprotected twin:
+//   prot/            protected: state, pins/sub/pin, pins/empty/, a
+//                    listening stream socket daemon.sock, a datagram
+//                    socket dgram.sock
+//   sock/s.sock      a listening socket protected by itself (its directory
+//                    is not)
+//   free/            not protected: free.sock (listening)
+// Reset() puts back what a row may have removed.
+class ProtectedFiles {
+ public:
+  static absl::StatusOr<ProtectedFiles> Create();
+  ProtectedFiles(ProtectedFiles&& other) noexcept;
+  ProtectedFiles& operator=(ProtectedFiles&&) = delete;
+  ~ProtectedFiles();
+
+  absl::Status Reset() const;
+  const std::string& prot() const { return prot_; }
+  const std::string& free() const { return free_; }
+  const std::string& socket() const { return socket_; }
+
+ private:
+  ProtectedFiles() = default;
+  std::string base_, prot_, free_, socket_;
+  std::vector<int> listeners_;
 };
 
 // A child process whose stdout the test reads; killed and reaped when it
@@ -95,6 +125,8 @@ class Child {
   std::string ReadLine();
   // Blocks until the child ends; its wait status.
   int Wait();
+  // Whether it still runs (not yet ended).
+  bool Running();
   // All output still buffered in the pipe, without blocking.
   std::string DrainOutput();
   // Blocks until the output ends (the child and its children closed it).
@@ -124,6 +156,9 @@ enum class Outcome {
   kKilled,   // SIGKILL, a "killed" event
   kDenied,   // fails with err, a "denied" event
   kErrno,    // fails with err, no event (the kernel's own refusal)
+  // succeeds, with a "denied" event: the kernel reports success when part
+  // of a call went through (kill(-1) and kill(0) signal what they may)
+  kDeniedPartly,
 };
 
 struct Expect {
@@ -131,7 +166,21 @@ struct Expect {
   int err = 0;              // kDenied, kErrno
   uint32_t what = 0;        // enum sf_guard_what (kAudited, kKilled, kDenied)
   uint32_t proc_class = 0;  // enum sf_proc_class; 0: not checked
+  // The target must still run afterwards (a refused signal never landed).
+  bool target_survives = false;
 };
+
+inline Expect Allowed() { return {Outcome::kAllowed}; }
+inline Expect Refused(int err) { return {Outcome::kErrno, err}; }
+inline Expect Killed(uint32_t what, uint32_t cls = 0) {
+  return {Outcome::kKilled, 0, what, cls};
+}
+inline Expect Audited(uint32_t what, uint32_t cls = 0) {
+  return {Outcome::kAudited, 0, what, cls};
+}
+inline Expect Denied(int err, uint32_t what, uint32_t cls = 0) {
+  return {Outcome::kDenied, err, what, cls};
+}
 
 // One row: who does what to whom, and what each enforcer must make of it.
 struct Scenario {
@@ -141,19 +190,26 @@ struct Scenario {
   Where actor_where;
   uid_t target_uid;    // the target runs as this UID ...
   Where target_where;  // ... here
-  // The actor's arguments; {pid} {addr} {len} {fd} {procmnt} {escape} {sub}
-  // {guarded} are replaced by the target's pid, string address and length,
-  // open fd, the second procfs mount, the escape cgroup, the guarded
-  // sandbox's child cgroup, the guarded sandbox.
+  // The actor's arguments; {pid} {addr} {len} {fd} {pgid} {procmnt}
+  // {escape} {sub} {guarded} {prot} {prot_name} {free} {free_name} {sock}
+  // are replaced by the target's pid, string address and length, open fd,
+  // process group, the second procfs mount, the escape cgroup, the guarded
+  // sandbox's child cgroup, the guarded sandbox, the protected directory
+  // (and its name in /tmp), the unprotected one (and its name), the
+  // protected socket (ProtectedFiles).
   std::vector<std::string> args;
   Expect signal;
   Expect lsm;
-  // clone3 into a cgroup: a killed parent's child must never have run.
+  // A child the call creates must never have run where the call is
+  // stopped (clone3 into a cgroup outside, clone(CLONE_FILES)).
   bool child_must_not_run = false;
 };
 
 // The scenario table (guard_scenarios.cc).
 const std::vector<Scenario>& GuardScenarios();
+// Its rows for what keeps sandfence out of a sandbox's reach
+// (guard_scenarios_reach.cc).
+void AddReachScenarios(std::vector<Scenario>* table);
 
 // A parameterized test's name: the row's name.
 std::string ScenarioTestName(const ::testing::TestParamInfo<Scenario>& row);
@@ -167,6 +223,7 @@ class GuardWorld {
   GuardController& guard() { return guard_; }
   Sandboxes& sandboxes() { return sandboxes_; }
   const std::string& proc_mount() const { return proc_.path(); }
+  const ProtectedFiles& protected_files() const { return files_; }
 
   // Drops events so far; then Collect() returns the ones after.
   void ClearEvents();
@@ -175,18 +232,24 @@ class GuardWorld {
   // Plays a scenario and reports every mismatch as a gtest failure.
   void Run(const Scenario& s, const Expect& expect);
 
+  // Unprotect() ends the protection (an unlink in the guarded sandbox then
+  // goes through, with no event) and Protect() brings it back.
+  void CheckUnprotect();
+
   // Runs `ps aux` as uid in the guarded sandbox, with other UIDs'
   // processes inside and outside it: it must finish and succeed, and the
   // guard may audit or deny, never kill.
   void RunPsAux(uid_t uid);
 
   // Use Get().
-  GuardWorld(GuardController guard, Sandboxes sandboxes, ProcMount proc);
+  GuardWorld(GuardController guard, Sandboxes sandboxes, ProcMount proc,
+             ProtectedFiles files);
 
  private:
   GuardController guard_;
   Sandboxes sandboxes_;
   ProcMount proc_;
+  ProtectedFiles files_;
   std::vector<sf_guard_event> events_;
   std::unique_ptr<GuardEventReader> reader_;
 };

@@ -61,5 +61,14 @@ TEST(LsmGuard, RootsPsAuxSurvives) {
   (*world)->RunPsAux(kRoot);
 }
 
+// Protect() and Unprotect() for real: after Unprotect the guarded sandbox
+// may change the directory, after Protect again it may not (the rows).
+TEST(LsmGuard, UnprotectEndsTheProtection) {
+  REQUIRE_BPF_LSM();
+  absl::StatusOr<GuardWorld*> world = GuardWorld::Get(Enforcer::kLsm);
+  ASSERT_TRUE(world.ok()) << world.status();
+  (*world)->CheckUnprotect();
+}
+
 }  // namespace
 }  // namespace sandfence::guard_test

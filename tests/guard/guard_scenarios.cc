@@ -14,18 +14,6 @@
 namespace sandfence::guard_test {
 namespace {
 
-Expect Allowed() { return {Outcome::kAllowed}; }
-Expect Refused(int err) { return {Outcome::kErrno, err}; }
-Expect Killed(uint32_t what, uint32_t cls = 0) {
-  return {Outcome::kKilled, 0, what, cls};
-}
-Expect Audited(uint32_t what, uint32_t cls = 0) {
-  return {Outcome::kAudited, 0, what, cls};
-}
-Expect Denied(int err, uint32_t what, uint32_t cls = 0) {
-  return {Outcome::kDenied, err, what, cls};
-}
-
 // A /proc/<pid>/ entry opened by root in the sandbox.
 struct ProcFile {
   const char* name;  // test name suffix
@@ -222,6 +210,7 @@ std::vector<Scenario> Build() {
     const char* description;
     const char* file;
     std::vector<std::string> args;
+    Where where = Where::kGuarded;
   };
   const Spelling spellings[] = {
       {"environ_via_dotdot",
@@ -264,14 +253,18 @@ std::vector<Scenario> Build() {
        "openat2(/proc/<pid>/environ) through int $0x80",
        "environ",
        {"openat2-32", "/proc/{pid}/environ"}},
+      // In a sandbox that allows io_uring (signal mode refuses the ring
+      // itself elsewhere): the completion is judged on the fd installed.
       {"environ_via_io_uring",
-       "IORING_OP_OPENAT of /proc/<pid>/environ",
+       "IORING_OP_OPENAT of /proc/<pid>/environ (io_uring allowed)",
        "environ",
-       {"uring-open", "/proc/{pid}/environ"}},
+       {"uring-open", "/proc/{pid}/environ"},
+       Where::kUring},
       {"mem_via_io_uring",
-       "IORING_OP_OPENAT of /proc/<pid>/mem",
+       "IORING_OP_OPENAT of /proc/<pid>/mem (io_uring allowed)",
        "mem",
-       {"uring-open", "/proc/{pid}/mem"}},
+       {"uring-open", "/proc/{pid}/mem"},
+       Where::kUring},
       {"mem_via_task_dir",
        "/proc/<pid>/task/<tid>/mem",
        "mem",
@@ -313,8 +306,8 @@ std::vector<Scenario> Build() {
     const ProcFile& f = FindFile(sp.file);
     add({Keep(std::string("spelled_") + sp.name),
          Keep(std::string("root in the sandbox opens ") + sp.description),
-         kRoot, Where::kGuarded, kOtherUid, Where::kOutside, sp.args,
-         SignalFor(f), LsmFor(f)});
+         kRoot, sp.where, kOtherUid, Where::kOutside, sp.args, SignalFor(f),
+         LsmFor(f)});
   }
 
   // --- Unprivileged agents --------------------------------------------------
@@ -536,9 +529,9 @@ std::vector<Scenario> Build() {
        Allowed(),
        Allowed()});
   add({"control_io_uring_opens_own_proc",
-       "root in the sandbox opens /proc/self/environ through io_uring",
+       "root in a sandbox allowing io_uring opens /proc/self/environ with it",
        kRoot,
-       Where::kGuarded,
+       Where::kUring,
        kOtherUid,
        Where::kOutside,
        {"uring-open", "/proc/self/environ"},
@@ -573,6 +566,10 @@ std::vector<Scenario> Build() {
        {"ptrace-attach", "{pid}"},
        Audited(SF_WHAT_PTRACE_ATTACH),
        Audited(SF_WHAT_PTRACE_ATTACH)});
+
+  // Signals, io_uring, perf, kcmp, symlinks and fd paths into /proc,
+  // protected objects (issue 12): guard_scenarios_reach.cc.
+  AddReachScenarios(&t);
   return t;
 }
 

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "guard/guard_types.h"
 #include "guard_fixture.h"
+#include "support/host_probe.h"
 #include "support/test_env.h"
 
 namespace sandfence::guard_test {
@@ -26,14 +27,28 @@ GuardWorld* World() {
   return world.ok() ? *world : nullptr;
 }
 
-// Runs the actor as root in the guarded sandbox; its wait status.
-int RunActor(GuardWorld& w, std::vector<std::string> args) {
+// Runs the actor (root, in the guarded sandbox unless told); its wait status.
+int RunActor(GuardWorld& w, std::vector<std::string> args, uid_t uid = kRoot,
+             std::string cgroup_dir = "") {
   args.insert(args.begin(), ActorPath());
+  if (cgroup_dir.empty()) cgroup_dir = w.sandboxes().guarded().path;
   absl::StatusOr<Child> actor =
-      Child::Spawn({.argv = args, .cgroup_dir = w.sandboxes().guarded().path});
+      Child::Spawn({.argv = args, .uid = uid, .cgroup_dir = cgroup_dir});
   EXPECT_TRUE(actor.ok()) << actor.status();
   if (!actor.ok()) return -1;
   return actor->Wait();
+}
+
+bool Killed(int status) {
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "(missing)";
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 std::string ReadRemote(pid_t pid, uintptr_t addr, size_t len) {
@@ -158,6 +173,103 @@ TEST(SignalLimits, AFullRingBufferCostsEventsNeverTheVerdict) {
   EXPECT_GT(lost, 0u) << "4001 events cannot fit in 256 KiB";
   EXPECT_EQ(events.size() + lost, 4001u)
       << "every judged open is either recorded or counted as lost";
+}
+
+// A signal out of the sandbox is judged at the entry of kill(): the sender
+// is killed, but the call still runs and the signal lands. lsm refuses it
+// (guard_lsm_test: the target survives).
+TEST(SignalLimits, ASignalOutLandsBeforeTheKill) {
+  SANDFENCE_REQUIRE_ROOT();
+  GuardWorld* w = World();
+  ASSERT_NE(w, nullptr);
+  absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
+  ASSERT_TRUE(t.ok()) << t.status();
+  int status = RunActor(*w, {"kill", std::to_string(t->child.pid()), "15"});
+  int target = t->child.Wait();
+  std::printf("kill(pid, SIGTERM): actor %s; target %s\n",
+              DescribeWaitStatus(status).c_str(),
+              DescribeWaitStatus(target).c_str());
+  EXPECT_TRUE(Killed(status)) << DescribeWaitStatus(status);
+  EXPECT_TRUE(WIFSIGNALED(target) && WTERMSIG(target) == SIGTERM)
+      << "measured so far: the signal lands; " << DescribeWaitStatus(target);
+}
+
+// unlink() of a protected object is judged at entry from its path: the
+// unlink runs, then the kill. (An open for writing is judged at its exit,
+// before any write: below.)
+TEST(SignalLimits, AProtectedUnlinkRunsBeforeTheKill) {
+  SANDFENCE_REQUIRE_ROOT();
+  GuardWorld* w = World();
+  ASSERT_NE(w, nullptr);
+  const ProtectedFiles& f = w->protected_files();
+  ASSERT_TRUE(f.Reset().ok());
+  std::string state = f.prot() + "/state";
+  int status = RunActor(*w, {"unlink", state});
+  bool gone = ::access(state.c_str(), F_OK) != 0;
+  std::printf("unlink(protected): actor %s; the file %s\n",
+              DescribeWaitStatus(status).c_str(), gone ? "is gone" : "stayed");
+  EXPECT_TRUE(Killed(status)) << DescribeWaitStatus(status);
+  EXPECT_TRUE(gone) << "measured so far: the unlink runs before the kill";
+  ASSERT_TRUE(f.Reset().ok());
+}
+
+TEST(SignalLimits, AProtectedWriteIsKilledBeforeTheData) {
+  SANDFENCE_REQUIRE_ROOT();
+  GuardWorld* w = World();
+  ASSERT_NE(w, nullptr);
+  const ProtectedFiles& f = w->protected_files();
+  ASSERT_TRUE(f.Reset().ok());
+  std::string state = f.prot() + "/state";
+  std::string before = ReadFile(state);
+  int status = RunActor(*w, {"write", state, "pwned"});
+  std::string after = ReadFile(state);
+  EXPECT_TRUE(Killed(status)) << DescribeWaitStatus(status);
+  EXPECT_EQ(after, before) << "the open is judged at its exit: no write";
+}
+
+// A symbolic link into /proc made outside the sandbox (here by the test)
+// is invisible to the string walk: lnk/fd/<n> is not judged in signal
+// mode. Links made inside are refused at symlink(); lsm judges the walk.
+TEST(SignalLimits, ASymlinkMadeOutsideIsNotSeen) {
+  SANDFENCE_REQUIRE_ROOT();
+  GuardWorld* w = World();
+  ASSERT_NE(w, nullptr);
+  absl::StatusOr<Target> t = StartTarget(kAgentUid, "");
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::string link = w->protected_files().free() + "/outside-lnk";
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink(("/proc/" + std::to_string(t->child.pid())).c_str(),
+                      link.c_str()),
+            0);
+  int status =
+      RunActor(*w, {"open", link + "/fd/" + std::to_string(t->fd)}, kAgentUid);
+  ::unlink(link.c_str());
+  std::printf("open(<link made outside>/fd/%d): actor %s\n", t->fd,
+              DescribeWaitStatus(status).c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "a documented limit; if this is now refused, update docs/guard.md: "
+      << DescribeWaitStatus(status);
+}
+
+// Where a sandbox allows io_uring, an open into a fixed-file slot leaves no
+// fd to judge: signal mode does not see it (lsm's file_open does).
+TEST(SignalLimits, AllowedIoUringFixedFileOpensAreNotSeen) {
+  SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostIoUring());
+  GuardWorld* w = World();
+  ASSERT_NE(w, nullptr);
+  absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
+  ASSERT_TRUE(t.ok()) << t.status();
+  int status =
+      RunActor(*w,
+               {"uring-fixed-open",
+                "/proc/" + std::to_string(t->child.pid()) + "/environ"},
+               kRoot, w->sandboxes().uring().path);
+  std::printf("io_uring (allowed) fixed-file open of environ: actor %s\n",
+              DescribeWaitStatus(status).c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "a documented limit; if this is now refused, update docs/guard.md: "
+      << DescribeWaitStatus(status);
 }
 
 // An unprivileged agent's `ps aux` reads only what any user may read of

@@ -27,5 +27,14 @@ INSTANTIATE_TEST_SUITE_P(Guard, SignalScenario,
                          ::testing::ValuesIn(GuardScenarios()),
                          ScenarioTestName);
 
+// Protect() and Unprotect() for real: after Unprotect the guarded sandbox
+// may change the directory, after Protect again it may not (the rows).
+TEST(SignalGuard, UnprotectEndsTheProtection) {
+  SANDFENCE_REQUIRE_ROOT();
+  absl::StatusOr<GuardWorld*> world = GuardWorld::Get(Enforcer::kSignal);
+  ASSERT_TRUE(world.ok()) << world.status();
+  (*world)->CheckUnprotect();
+}
+
 }  // namespace
 }  // namespace sandfence::guard_test

@@ -1,4 +1,9 @@
 // The guard's vocabulary and tables, without privileges.
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <set>
 #include <string>
@@ -6,6 +11,7 @@
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "guard/guard_abi.h"
+#include "guard/guard_protect.h"
 #include "guard/guard_types.h"
 #include "guard/proc_names.h"
 
@@ -105,6 +111,74 @@ TEST(GuardEvent, DescriptionNamesWhoWhatWhomAndOutcome) {
         "outside the sandbox", "\"environ\""}) {
     EXPECT_NE(d.find(part), std::string::npos) << part << " in: " << d;
   }
+}
+
+TEST(GuardEvent, NewWhatCodesHaveNames) {
+  for (uint32_t what = SF_WHAT_SIGNAL; what <= SF_WHAT_PROC_HANDLE; ++what) {
+    EXPECT_NE(GuardWhatName(what), "unknown") << what;
+  }
+  sf_guard_event e = {};
+  e.enforcer = SF_ENFORCER_LSM;
+  e.action = SF_ACTION_DENIED;
+  e.what = SF_WHAT_PROT_UNLINK;
+  e.why = SF_WHY_PROTECTED;
+  std::strcpy(e.name, "state");
+  std::string d = DescribeGuardEvent(e);
+  EXPECT_NE(d.find("lsm denied protected_unlink"), std::string::npos) << d;
+  EXPECT_NE(d.find("protected object"), std::string::npos) << d;
+}
+
+// The key the BPF side builds from super_block.s_dev: major << 20 | minor.
+TEST(ProtectedObjects, DeviceNumbersInTheKernelsEncoding) {
+  EXPECT_EQ(KernelDev(makedev(8, 1)), (8u << 20) | 1u);
+  EXPECT_EQ(KernelDev(makedev(0, 1234)), 1234u);
+  EXPECT_EQ(KernelDev(makedev(259, 70000)), (259u << 20) | 70000u);
+}
+
+TEST(ProtectedObjects, ChainFromRootToTheObject) {
+  char dir[] = "/tmp/sf-guard-unit-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string sub = std::string(dir) + "/pins";
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
+  absl::StatusOr<ProtectedChain> chain =
+      ResolveProtected(std::string(dir) + "/./pins/");
+  ::rmdir(sub.c_str());
+  ::rmdir(dir);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(chain->canonical, sub);
+  // /tmp, sf-guard-unit-*, pins (realpath may resolve /tmp elsewhere).
+  ASSERT_GE(chain->dirents.size(), 3u);
+  EXPECT_STREQ(chain->dirents.back().first.name, "pins");
+  EXPECT_EQ(chain->dirents.back().second.ino, chain->object.ino);
+  EXPECT_EQ(chain->dirents.back().second.dev, chain->object.dev);
+  // Each entry's parent is the previous entry's child.
+  for (size_t i = 1; i < chain->dirents.size(); ++i) {
+    EXPECT_EQ(chain->dirents[i].first.parent.ino,
+              chain->dirents[i - 1].second.ino);
+  }
+  struct stat root;
+  ASSERT_EQ(::stat("/", &root), 0);
+  EXPECT_EQ(chain->dirents.front().first.parent.ino, root.st_ino);
+}
+
+TEST(ProtectedObjects, BadPathsAreRefusedWithTheReason) {
+  EXPECT_EQ(RefusalOf(ResolveProtected("relative/dir").status()),
+            Refusal::kMalformed);
+  EXPECT_EQ(RefusalOf(ResolveProtected("").status()), Refusal::kMalformed);
+  absl::Status missing = ResolveProtected("/nonexistent-sf-guard").status();
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("/nonexistent-sf-guard"), std::string::npos)
+      << missing;
+  char dir[] = "/tmp/sf-guard-unit-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string longname(SF_GUARD_PROTNAME_LEN, 'x');
+  std::string path = std::string(dir) + "/" + longname;
+  ASSERT_EQ(::mkdir(path.c_str(), 0700), 0);
+  absl::Status s = ResolveProtected(path).status();
+  ::rmdir(path.c_str());
+  ::rmdir(dir);
+  EXPECT_EQ(RefusalOf(s), Refusal::kMalformed) << s;
+  EXPECT_NE(s.message().find(longname), std::string::npos) << s;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "guard/guard_controller.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -107,6 +109,41 @@ absl::Status FillProcNames(int map_fd) {
   return absl::OkStatus();
 }
 
+// The number of arguments of an LSM hook in the running kernel's BTF.
+absl::StatusOr<uint32_t> LsmHookArgs(const btf* vmlinux, const char* hook) {
+  std::string func = absl::StrCat("bpf_lsm_", hook);
+  int id = btf__find_by_name_kind(vmlinux, func.c_str(), BTF_KIND_FUNC);
+  if (id < 0) {
+    return Unavailable(absl::StrCat("the kernel has no LSM hook ", hook));
+  }
+  const btf_type* proto =
+      btf__type_by_id(vmlinux, btf__type_by_id(vmlinux, id)->type);
+  if (proto == nullptr || !btf_is_func_proto(proto)) {
+    return Unavailable(absl::StrCat("LSM hook ", hook, ": no prototype"));
+  }
+  return static_cast<uint32_t>(btf_vlen(proto));
+}
+
+// Hooks whose arguments moved between kernels: the program reads them
+// where the running kernel puts them (sf_guard_lsm.bpf.c).
+absl::Status ConfigureHookArgs(sf_guard_lsm* skel) {
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (vmlinux == nullptr) return ErrnoError(errno, "vmlinux BTF");
+  absl::StatusOr<uint32_t> setattr = LsmHookArgs(vmlinux, "inode_setattr");
+  absl::StatusOr<uint32_t> perf = LsmHookArgs(vmlinux, "perf_event_open");
+  btf__free(vmlinux);
+  if (!setattr.ok()) return setattr.status();
+  if (!perf.ok()) return perf.status();
+  if ((*setattr != 2 && *setattr != 3) || (*perf != 1 && *perf != 2)) {
+    return Unavailable(
+        absl::StrCat("unknown LSM hook prototypes: inode_setattr has ",
+                     *setattr, " arguments, perf_event_open ", *perf));
+  }
+  skel->rodata->sf_setattr_nargs = *setattr;
+  skel->rodata->sf_perf_nargs = *perf;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ProbeBpfLsm() {
@@ -158,7 +195,8 @@ std::vector<std::string> ListDir(const std::string& dir) {
 
 constexpr const char* kMapNames[] = {"sf_guarded",     "sf_glost",
                                      "sf_glevels",     "sf_glost_other",
-                                     "sf_grings",      "sf_procnames"};
+                                     "sf_grings",      "sf_procnames",
+                                     "sf_gprot",       "sf_gprotn"};
 
 // Loads one enforcer's object (maps pinned under dir/maps when dir is not
 // empty), fills its /proc name table, and returns the fds of its maps (in
@@ -186,6 +224,9 @@ absl::Status LoadEnforcer(absl::string_view name, const std::string& dir,
       }
     }
   }
+  if constexpr (std::is_same_v<S, sf_guard_lsm>) {
+    if (absl::Status s = ConfigureHookArgs(skel.get()); !s.ok()) return s;
+  }
   if (int err = S::load(skel.get()); err != 0) {
     return LoadError(-err, absl::StrCat(name, " enforcer: load"), &log);
   }
@@ -195,7 +236,7 @@ absl::Status LoadEnforcer(absl::string_view name, const std::string& dir,
     if (!fd) return ErrnoError(errno, absl::StrCat("guard map ", map_name));
     maps->push_back(std::move(fd));
   }
-  if (absl::Status s = FillProcNames(maps->back().get()); !s.ok()) return s;
+  if (absl::Status s = FillProcNames((*maps)[5].get()); !s.ok()) return s;
   if (!dir.empty()) {
     if (absl::Status s = MakeDirs(absl::StrCat(dir, "/progs")); !s.ok()) {
       return s;
@@ -352,6 +393,8 @@ absl::Status GuardController::LoadOrOpen(absl::string_view dir_view) {
   maps_.lost_other = std::move(maps[3]);
   maps_.rings = std::move(maps[4]);
   maps_.procnames = std::move(maps[5]);
+  maps_.prot = std::move(maps[6]);
+  maps_.protn = std::move(maps[7]);
   return absl::OkStatus();
 }
 
@@ -439,9 +482,18 @@ absl::Status GuardController::AddSandbox(const GuardedSandbox& sandbox) {
   if (enforcer_ == Enforcer::kOff) return absl::OkStatus();
 
   HostState::Lock lock = host_->Exclusive();
+  sf_guard_sandbox known = {};
+  if (bpf_map_lookup_elem(maps_.guarded.get(), &sandbox.cgroup_id, &known) ==
+          0 &&
+      known.level != sandbox.level) {
+    return Malformed(absl::StrCat("sandbox ", sandbox.cgroup_id,
+                                  " added again at another level (",
+                                  sandbox.level, ", was ", known.level, ")"));
+  }
   sf_guard_sandbox value = {};
   value.mode = sandbox.audit_only ? SF_GUARD_AUDIT : SF_GUARD_ENFORCE;
-  value.flags = sandbox.kill_readable ? SF_GUARD_F_KILL_READABLE : 0;
+  value.flags = (sandbox.kill_readable ? SF_GUARD_F_KILL_READABLE : 0) |
+                (sandbox.allow_io_uring ? SF_GUARD_F_IO_URING : 0);
   value.ring = host_->slot();
   value.level = sandbox.level;
   // The loss counter, the level bit and the programs exist before the
@@ -531,6 +583,28 @@ std::vector<uint64_t> GuardController::GuardedSandboxes() const {
     prev = &key;
   }
   return ids;
+}
+
+absl::Status GuardController::Protect(const std::string& path) {
+  if (enforcer_ == Enforcer::kOff) {
+    // Off: nothing is enforced, but a bad path is still an error.
+    absl::StatusOr<ProtectedChain> chain = ResolveProtected(path);
+    return chain.ok() ? absl::OkStatus() : chain.status();
+  }
+  if (protected_ == nullptr) {
+    protected_ = std::make_unique<ProtectedObjects>(maps_.prot.get(),
+                                                    maps_.protn.get());
+  }
+  return protected_->Add(path);
+}
+
+absl::Status GuardController::Unprotect(const std::string& path) {
+  if (protected_ == nullptr) {
+    if (enforcer_ == Enforcer::kOff) return absl::OkStatus();
+    return absl::NotFoundError(
+        absl::StrCat("path ", path, " is not protected"));
+  }
+  return protected_->Remove(path);
 }
 
 absl::StatusOr<uint64_t> GuardController::LostEvents(uint64_t cgroup_id) const {

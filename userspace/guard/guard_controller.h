@@ -34,6 +34,7 @@
 #include "common/bpf_handles.h"
 #include "common/unique_fd.h"
 #include "guard/guard_abi.h"
+#include "guard/guard_protect.h"
 #include "guard/guard_types.h"
 #include "host/host_state.h"
 
@@ -52,6 +53,11 @@ struct GuardedSandbox {
   bool audit_only = false;
   // Signal mode: kill for cmdline/stat/status too, instead of auditing.
   bool kill_readable = false;
+  // Signal mode: io_uring may be set up (SF_GUARD_F_IO_URING). The signal
+  // enforcer does not see what a ring does (an open into a fixed-file
+  // slot, a write), so by default io_uring_setup kills. The lsm enforcer
+  // judges a ring's opens like any other and ignores this.
+  bool allow_io_uring = false;
 };
 
 class GuardController {
@@ -94,6 +100,19 @@ class GuardController {
   absl::StatusOr<UniqueFd> RingOfSlot(uint32_t slot) const;
   void ClearSlot(uint32_t slot);
 
+  // Protects a file system object (sandfence's pin directory, state or
+  // records directory, daemon socket) and everything under it from every
+  // guarded sandbox: no unlink, rename, create, chmod/chown/truncate, open
+  // for writing, or connect (a socket). lsm refuses with EPERM; signal mode
+  // kills, judging the object from the opened file or fd where the call
+  // returns one, else from the path (docs/guard.md, "protected objects").
+  // The path must exist; it is canonicalised (realpath), and each of its
+  // components must be shorter than SF_GUARD_PROTNAME_LEN (Malformed).
+  // Protecting a path again is a no-op.
+  absl::Status Protect(const std::string& path);
+  // Stops protecting a path given to Protect(); NotFound otherwise.
+  absl::Status Unprotect(const std::string& path);
+
   // Events lost to a full ring buffer (or a ring nobody reads): per
   // sandbox (NotFound for one never added), and for sandboxes already
   // removed.
@@ -102,7 +121,7 @@ class GuardController {
 
  private:
   struct Maps {
-    UniqueFd guarded, lost, levels, lost_other, rings, procnames;
+    UniqueFd guarded, lost, levels, lost_other, rings, procnames, prot, protn;
   };
 
   GuardController(HostState* host, Enforcer enforcer)
@@ -122,6 +141,9 @@ class GuardController {
   std::vector<std::pair<std::string, UniqueFd>> progs_;  // by program name
   std::vector<UniqueFd> links_;                          // private hosts
   UniqueFd ring_;
+
+  // Protect()/Unprotect(): the map entries each path holds.
+  std::unique_ptr<ProtectedObjects> protected_;
 };
 
 // Reads guard events from a ring buffer, calling back for each. A record

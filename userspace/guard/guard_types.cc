@@ -83,6 +83,34 @@ absl::string_view GuardWhatName(uint32_t what) {
       return "cgroup_clone";
     case SF_WHAT_PROC_WALK:
       return "proc_walk";
+    case SF_WHAT_SIGNAL:
+      return "signal";
+    case SF_WHAT_BPF:
+      return "bpf";
+    case SF_WHAT_PROT_UNLINK:
+      return "protected_unlink";
+    case SF_WHAT_PROT_RENAME:
+      return "protected_rename";
+    case SF_WHAT_PROT_CREATE:
+      return "protected_create";
+    case SF_WHAT_PROT_SETATTR:
+      return "protected_setattr";
+    case SF_WHAT_PROT_WRITE:
+      return "protected_write";
+    case SF_WHAT_PROT_CONNECT:
+      return "protected_connect";
+    case SF_WHAT_IO_URING:
+      return "io_uring";
+    case SF_WHAT_CLONE_FILES:
+      return "clone_files";
+    case SF_WHAT_PERF_OPEN:
+      return "perf_event_open";
+    case SF_WHAT_KCMP:
+      return "kcmp";
+    case SF_WHAT_SYMLINK_PROC:
+      return "symlink_proc";
+    case SF_WHAT_PROC_HANDLE:
+      return "proc_handle";
   }
   return "unknown";
 }
@@ -157,6 +185,8 @@ absl::string_view ProcClassName(uint32_t proc_class) {
       return "readable_other";
     case SF_PROC_GATED_OTHER:
       return "gated_other";
+    case SF_PROC_NS:
+      return "ns";
   }
   return "unknown";
 }
@@ -182,6 +212,13 @@ std::string DescribeGuardEvent(const sf_guard_event& e) {
   if (e.why & SF_WHY_UID) why = "uid differs";
   if (e.why & SF_WHY_OUTSIDE) {
     absl::StrAppend(&why, why.empty() ? "" : ", ", "outside the sandbox");
+  }
+  if (e.why & SF_WHY_PROTECTED) {
+    absl::StrAppend(&why, why.empty() ? "" : ", ", "protected object");
+  }
+  if (e.why & SF_WHY_REFUSED) {
+    absl::StrAppend(&why, why.empty() ? "" : ", ",
+                    "refused in a guarded sandbox");
   }
   if (!why.empty()) absl::StrAppend(&s, " [", why, "]");
   absl::StrAppend(&s, " syscall ", e.syscall_nr);

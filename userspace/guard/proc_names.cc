@@ -32,7 +32,7 @@ constexpr ProcNameEntry kTable[] = {
      kGated},
     {"io", SF_PROC_GATED_OTHER, kGated},
     {"personality", SF_PROC_GATED_OTHER, kGated},
-    {"ns", SF_PROC_GATED_OTHER, kGated},
+    {"ns", SF_PROC_NS, kGated | kParent, SF_PROC_NS, kGated},
     {"attr", SF_PROC_GATED_OTHER, kGated},
     {"mountstats", SF_PROC_GATED_OTHER, kGated},
     {"timers", SF_PROC_GATED_OTHER, kGated},
