@@ -128,6 +128,9 @@ struct FilterServer::Reply {
   bool sent = false;
 };
 
+FilterServer::FilterServer(FilterServerOptions options, FilterHooks hooks)
+    : options_(std::move(options)), hooks_(std::move(hooks)) {}
+
 absl::StatusOr<std::unique_ptr<FilterServer>> FilterServer::Create(
     FilterServerOptions options, FilterHooks hooks) {
   if (!hooks.identify || !hooks.learn) {

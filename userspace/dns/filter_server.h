@@ -159,8 +159,7 @@ class FilterServer {
   struct Listener;
   struct TcpConn;
   struct Reply;
-  FilterServer(FilterServerOptions options, FilterHooks hooks)
-      : options_(std::move(options)), hooks_(std::move(hooks)) {}
+  FilterServer(FilterServerOptions options, FilterHooks hooks);
 
   absl::StatusOr<ListenerId> AddListener(UniqueFd fd, Transport transport);
   void OnUdpReadable(ListenerId id);
