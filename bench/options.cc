@@ -32,6 +32,10 @@ BenchOptions FullOptions() {
   o.switch_rules = {10, 1000, 100000};
   o.switch_reps = {1000, 200, 10};
   o.micro_min_time_s = 0.3;
+
+  o.dns_rate = 10000;  // the load
+  o.dns_phase_ms = 2000;
+  o.dns_rounds = 6;
   return o;
 }
 
@@ -62,6 +66,10 @@ BenchOptions SmokeOptions() {
   o.switch_rules = {10, 100};
   o.switch_reps = {20, 5};
   o.micro_min_time_s = 0.01;
+
+  o.dns_rate = 2000;
+  o.dns_phase_ms = 200;
+  o.dns_rounds = 1;
   return o;
 }
 

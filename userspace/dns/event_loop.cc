@@ -62,6 +62,13 @@ void EventLoop::Remove(int fd) {
   watches_.erase(it);
 }
 
+void EventLoop::Forget(int fd) {
+  auto it = watches_.find(fd);
+  if (it == watches_.end()) return;
+  tokens_.erase(it->second.token);
+  watches_.erase(it);
+}
+
 EventLoop::TimerId EventLoop::AddTimer(absl::Time deadline,
                                        std::function<void()> fn) {
   const TimerId id = next_timer_++;

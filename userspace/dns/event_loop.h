@@ -38,6 +38,10 @@ class EventLoop {
   absl::Status Add(int fd, uint32_t events, FdHandler handler);
   absl::Status Modify(int fd, uint32_t events);
   void Remove(int fd);
+  // Like Remove, for an fd about to be closed: closing it takes it out of
+  // the epoll set, so this spares the epoll_ctl call (the fd must not have
+  // been dup'ed).
+  void Forget(int fd);
 
   // Calls `fn` once at `deadline` (or the first round after it).
   TimerId AddTimer(absl::Time deadline, std::function<void()> fn);

@@ -113,7 +113,7 @@ void Forwarder::CloseAttempt(Pending* p) {
   if (p->attempt_timer) loop_->CancelTimer(p->attempt_timer);
   p->attempt_timer = 0;
   if (p->fd) {
-    loop_->Remove(p->fd.get());
+    loop_->Forget(p->fd.get());  // the close below takes it out of epoll
     p->fd.reset();
   }
   p->tcp_in.clear();
@@ -221,7 +221,15 @@ void Forwarder::OnUdp(uint64_t key) {
                                      options_.servers[p->server].ToString())));
       return;
     }
+    // One answer ends the attempt (answered, or moved on to TCP or another
+    // server); a datagram that was no answer leaves it open: read on.
+    const size_t attempts = p->attempts;
     OnAnswer(key, std::string(buffer_.data(), static_cast<size_t>(n)), false);
+    auto again = pending_.find(key);
+    if (again == pending_.end() || again->second->tcp ||
+        again->second->attempts != attempts) {
+      return;
+    }
   }
 }
 
