@@ -49,6 +49,12 @@ TEST(FollowChain, DirectAddresses) {
                                    AnswerAddress{Ip("fd00::1"), 40}));
 }
 
+TEST(FollowChain, AMappedIpv6AnswerIsItsIpv4Address) {
+  ChainAddresses c = FollowChain(
+      Answer({{"q.test", kTypeAaaa, 30, V6("::ffff:10.0.0.9")}}), "q.test");
+  EXPECT_THAT(c.addresses, ElementsAre(AnswerAddress{Ip("10.0.0.9"), 30}));
+}
+
 TEST(FollowChain, ThroughCnamesWithTheSmallestTtlAlongTheChain) {
   ChainAddresses c = FollowChain(
       Answer({{"q.test", kTypeCname, 20, NameBytes("a.cdn.test")},

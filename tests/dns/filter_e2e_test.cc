@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/dns_server.h"
+#include "support/host_probe.h"
 
 namespace sandfence::dns {
 namespace {
@@ -77,12 +78,16 @@ class Filter {
   static constexpr SandboxId kSandbox1 = 1;
   static constexpr SandboxId kSandbox2 = 2;
 
-  explicit Filter(ForwarderOptions fwd, size_t udp_listeners = 2) {
+  explicit Filter(ForwarderOptions fwd,
+                  std::function<void(FilterServerOptions&)> tweak = nullptr) {
     FilterServerOptions options;
     options.forwarder = std::move(fwd);
+    if (tweak) tweak(options);
     FilterHooks hooks;
     hooks.identify = [this](const QueryOrigin& o) -> std::optional<SandboxId> {
-      if (o.listener == udp_ || o.listener == tcp_) return kSandbox1;
+      if (o.listener == udp_ || o.listener == tcp_ || o.listener == udp6_) {
+        return kSandbox1;
+      }
       if (o.listener == udp2_) return kSandbox2;
       return std::nullopt;
     };
@@ -102,7 +107,7 @@ class Filter {
       return;
     }
     server_ = *std::move(s);
-    status_ = Listen(udp_listeners);
+    status_ = Listen();
     if (status_.ok()) {
       thread_ = std::thread([this] { (void)server_->Run(); });
     }
@@ -120,6 +125,14 @@ class Filter {
   HostPort udp2() const { return udp2_addr_; }
   HostPort unserved() const { return udp3_addr_; }
   HostPort tcp() const { return tcp_addr_; }
+  // A UDP listener on [::1] for sandbox 1; call before the queries to it.
+  absl::StatusOr<HostPort> ListenUdp6() {
+    absl::StatusOr<ListenerId> id =
+        server_->ListenUdp({*IpAddress::Parse("::1"), 0});
+    if (!id.ok()) return id.status();
+    udp6_ = *id;
+    return server_->local_address(*id);
+  }
 
   // Set before queries run; called on the filter's thread under mu_.
   void set_learn(std::function<absl::Status(const LearnRequest&)> f) {
@@ -143,7 +156,7 @@ class Filter {
   }
 
  private:
-  absl::Status Listen(size_t udp_listeners) {
+  absl::Status Listen() {
     const IpAddress lo = IpAddress::V4(0x7f000001);
     for (int attempt = 0; attempt < 20; ++attempt) {
       absl::StatusOr<ListenerId> udp = server_->ListenUdp({lo, 0});
@@ -157,7 +170,7 @@ class Filter {
       break;
     }
     if (tcp_ == 0) return absl::UnavailableError("no UDP+TCP port");
-    if (udp_listeners >= 2) {
+    {
       absl::StatusOr<ListenerId> udp2 = server_->ListenUdp({lo, 0});
       if (!udp2.ok()) return udp2.status();
       udp2_ = *udp2;
@@ -173,6 +186,7 @@ class Filter {
   std::unique_ptr<FilterServer> server_;
   std::thread thread_;
   ListenerId udp_ = 0, tcp_ = 0, udp2_ = 0;
+  std::atomic<ListenerId> udp6_{0};
   HostPort udp_addr_, tcp_addr_, udp2_addr_, udp3_addr_;
   absl::Mutex mu_;
   std::function<absl::Status(const LearnRequest&)> learn_ ABSL_GUARDED_BY(mu_);
@@ -658,6 +672,88 @@ TEST(DnsFilterUpstream, FloodingSandboxDoesNotStarveAnother) {
       UdpExchange(filter.udp(), Query("fast.test", kTypeA, 2), kWait);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(MustParse(b->wire).rcode(), static_cast<uint16_t>(Rcode::kRefused));
+}
+
+TEST(DnsFilterLimits, AFloodOverTheRateIsDroppedAndOthersAreServed) {
+  absl::StatusOr<std::unique_ptr<FakeUpstream>> up =
+      FakeUpstream::Start({{"fast.test", Answers({"10.5.5.5"})}});
+  ASSERT_TRUE(up.ok()) << up.status();
+  Filter filter(To((*up)->address()), [](FilterServerOptions& o) {
+    o.max_queries_per_second = 50;
+    o.query_burst = 100;
+  });
+  ASSERT_TRUE(filter.status().ok()) << filter.status();
+  auto rules = Policy({{"fast.test", {kHttps}, "allow"}});
+  filter.server().SetPolicy(Filter::kSandbox1, rules);
+  filter.server().SetPolicy(Filter::kSandbox2, rules);
+  // 400 blocked names as fast as they go: about the burst gets answered.
+  UniqueFd flood(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_in to = {};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(filter.udp().port);
+  to.sin_addr.s_addr = htonl(0x7f000001);
+  int answered = 0;
+  std::string buf(512, '\0');
+  const absl::Time start = absl::Now();
+  for (int sent = 0; sent < 400;) {
+    for (int i = 0; i < 50; ++i, ++sent) {
+      const std::string q = Query(absl::StrCat("n", sent, ".attacker.test"),
+                                  kTypeA, static_cast<uint16_t>(sent));
+      ASSERT_GT(::sendto(flood.get(), q.data(), q.size(), 0,
+                         reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+                0);
+    }
+    for (;;) {
+      pollfd p = {flood.get(), POLLIN, 0};
+      if (::poll(&p, 1, 100) != 1) break;
+      if (::recv(flood.get(), buf.data(), buf.size(), 0) >= 12) ++answered;
+    }
+  }
+  // The burst, plus at most what 50/s refilled while the flood ran.
+  const double refill = absl::ToDoubleSeconds(absl::Now() - start) * 50;
+  EXPECT_GE(answered, 100);
+  EXPECT_LE(answered, 100 + static_cast<int>(refill) + 1);
+  EXPECT_LT(answered, 400);
+  absl::StatusOr<UdpAnswer> a =
+      UdpExchange(filter.udp2(), Query("fast.test", kTypeA, 1), kWait);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(Addresses(MustParse(a->wire)),
+              UnorderedElementsAre(Ip("10.5.5.5")));
+  std::vector<QueryOutcome> out = filter.outcomes(401);
+  ASSERT_EQ(out.size(), 401u);
+  int limited = 0;
+  for (const QueryOutcome& o : out) {
+    if (o.verdict == Verdict::kRateLimited) {
+      ++limited;
+      EXPECT_FALSE(o.replied);
+      EXPECT_EQ(o.sandbox, Filter::kSandbox1);
+      EXPECT_EQ(o.name, "") << "a dropped query is not even parsed";
+    }
+  }
+  EXPECT_EQ(limited + answered, 400);
+}
+
+TEST(DnsFilterUpstream, Ipv6ListenerRepliesFromItsAddress) {
+  SANDFENCE_REQUIRE_HOST(::sandfence::testing::HostIpv6Loopback());
+  absl::StatusOr<std::unique_ptr<FakeUpstream>> up =
+      FakeUpstream::Start({{"v6.test", Answers({"fd00::6", "10.6.0.6"})}});
+  ASSERT_TRUE(up.ok()) << up.status();
+  Filter filter(To((*up)->address()));
+  ASSERT_TRUE(filter.status().ok()) << filter.status();
+  filter.server().SetPolicy(Filter::kSandbox1,
+                            Policy({{"v6.test", {kHttps}, "allow"}}));
+  absl::StatusOr<HostPort> six = filter.ListenUdp6();
+  ASSERT_TRUE(six.ok()) << six.status();
+  absl::StatusOr<UdpAnswer> a =
+      UdpExchange(*six, Query("v6.test", kTypeAaaa, 6, 1232), kWait);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->from, *six);
+  EXPECT_THAT(Addresses(MustParse(a->wire)),
+              UnorderedElementsAre(Ip("fd00::6")));
+  std::vector<QueryOutcome> out = filter.outcomes(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].origin.local, *six);
+  EXPECT_EQ(out[0].verdict, Verdict::kAllowed);
 }
 
 }  // namespace

@@ -41,9 +41,12 @@ ChainAddresses FollowChain(const Message& answer, absl::string_view qname,
     }
     auto it = bound.find(rr.name);
     if (it == bound.end()) continue;
+    // A mapped IPv6 address (::ffff:a.b.c.d) is the IPv4 address, as the
+    // compiler stores such literals.
     const IpAddress addr =
         IpAddress::FromBytes(rr.type == kTypeA ? AF_INET : AF_INET6,
-                             reinterpret_cast<const uint8_t*>(rr.rdata.data()));
+                             reinterpret_cast<const uint8_t*>(rr.rdata.data()))
+            .Unmapped();
     const uint32_t t = std::min(it->second, rr.ttl);
     auto same =
         std::find_if(out.addresses.begin(), out.addresses.end(),

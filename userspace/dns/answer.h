@@ -22,7 +22,7 @@
 namespace sandfence::dns {
 
 struct AnswerAddress {
-  IpAddress addr;
+  IpAddress addr;    // IPv4-mapped IPv6 answers come out as IPv4
   uint32_t ttl = 0;  // seconds, as the answer gives it (min along the chain)
 
   friend bool operator==(const AnswerAddress&, const AnswerAddress&) = default;

@@ -94,6 +94,8 @@ const char* VerdictName(Verdict v) {
       return "upstream_failed";
     case Verdict::kLearnFailed:
       return "learn_failed";
+    case Verdict::kRateLimited:
+      return "rate_limited";
   }
   return "unknown";
 }
@@ -499,7 +501,6 @@ void FilterServer::Send(Reply& reply, std::string wire,
                                 "the TCP connection closed before the reply");
     } else {
       TcpConn* c = it->second.get();
-      --c->in_flight;
       c->out.push_back(static_cast<char>(wire.size() >> 8));
       c->out.push_back(static_cast<char>(wire.size() & 0xff));
       c->out.append(wire);
@@ -509,15 +510,7 @@ void FilterServer::Send(Reply& reply, std::string wire,
       if (c->out.size() > kMaxTcpOutput) {
         CloseConn(reply.conn);  // a client that does not read
       } else {
-        // Resume reading (the limit may have stopped it) and flush the rest.
-        c->reading = c->in_flight < options_.max_tcp_queries_per_connection;
-        (void)loop_->Modify(c->fd.get(), (c->reading ? kIn : 0u) |
-                                             (c->out.empty() ? 0u : kOut));
-        if (c->reading && c->in.size() >= 2) {
-          // Frames queued behind the limit: serve them on the next round.
-          const uint64_t key = reply.conn;
-          loop_->AddTimer(loop_->now(), [this, key] { OnTcpEvent(key, 0); });
-        }
+        ReleaseTcpSlot(reply.conn);
       }
     }
   }
@@ -525,27 +518,72 @@ void FilterServer::Send(Reply& reply, std::string wire,
   if (hooks_.outcome) hooks_.outcome(out);
 }
 
+void FilterServer::ReleaseTcpSlot(uint64_t key) {
+  auto it = conns_.find(key);
+  if (it == conns_.end()) return;
+  TcpConn* c = it->second.get();
+  if (c->in_flight > 0) --c->in_flight;
+  // Resume reading (the limit may have stopped it) and flush the rest.
+  c->reading = c->in_flight < options_.max_tcp_queries_per_connection;
+  (void)loop_->Modify(c->fd.get(),
+                      (c->reading ? kIn : 0u) | (c->out.empty() ? 0u : kOut));
+  if (c->reading && c->in.size() >= 2) {
+    // Frames queued behind the limit: serve them on this round's timers.
+    loop_->AddTimer(loop_->now(), [this, key] { OnTcpEvent(key, 0); });
+  }
+}
+
+void FilterServer::Drop(Reply& reply) {
+  reply.outcome.replied = false;
+  reply.outcome.latency = absl::Now() - reply.start;
+  if (reply.transport == Transport::kTcp) ReleaseTcpSlot(reply.conn);
+  if (hooks_.outcome) hooks_.outcome(reply.outcome);
+}
+
+bool FilterServer::OverRate(std::optional<SandboxId> sandbox) {
+  if (options_.max_queries_per_second <= 0) return false;
+  const absl::Time now = loop_->now();
+  // Buckets idle long enough to be full again are forgotten now and then,
+  // so that sandboxes that are gone cost no memory.
+  if (++queries_ % 4096 == 0) {
+    const absl::Duration refill =
+        absl::Seconds(options_.query_burst / options_.max_queries_per_second);
+    absl::erase_if(buckets_, [&](const auto& kv) {
+      return now - kv.second.last > refill;
+    });
+  }
+  auto [it, inserted] = buckets_.try_emplace(sandbox.value_or(UINT64_MAX),
+                                             Bucket{options_.query_burst, now});
+  Bucket& b = it->second;
+  b.tokens = std::min(options_.query_burst,
+                      b.tokens + absl::ToDoubleSeconds(now - b.last) *
+                                     options_.max_queries_per_second);
+  b.last = now;
+  if (b.tokens < 1) return true;
+  b.tokens -= 1;
+  return false;
+}
+
 void FilterServer::HandleQuery(const QueryOrigin& origin,
                                absl::string_view wire,
                                std::shared_ptr<Reply> reply) {
   QueryOutcome& out = reply->outcome;
   out.origin = origin;
+  // Who asks comes from where the query arrived, never from its bytes.
+  out.sandbox = hooks_.identify(origin);
+  if (OverRate(out.sandbox)) {
+    out.verdict = Verdict::kRateLimited;
+    Drop(*reply);
+    return;
+  }
   absl::StatusOr<Message> parsed = ParseMessage(wire);
   if (!parsed.ok()) {
     out.verdict = Verdict::kMalformed;
     out.detail = std::string(parsed.status().message());
     if (std::optional<std::string> formerr = BuildFormErr(wire)) {
-      out.sandbox = hooks_.identify(origin);
       Send(*reply, *std::move(formerr));
     } else {
-      out.replied = false;
-      out.latency = absl::Now() - reply->start;
-      if (reply->transport == Transport::kTcp) {
-        if (auto it = conns_.find(reply->conn); it != conns_.end()) {
-          --it->second->in_flight;
-        }
-      }
-      if (hooks_.outcome) hooks_.outcome(out);
+      Drop(*reply);
     }
     return;
   }
@@ -557,7 +595,6 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
   if (reply->transport == Transport::kUdp) {
     reply->max_size = ClientUdpLimit(query);
   }
-  out.sandbox = hooks_.identify(origin);
   if (std::optional<QueryProblem> problem = CheckQuery(query)) {
     out.verdict = Verdict::kNotServed;
     out.detail = problem->reason;
@@ -565,14 +602,7 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
       Send(*reply, BuildResponse(query, *problem->rcode),
            static_cast<uint16_t>(*problem->rcode));
     } else {
-      out.replied = false;
-      out.latency = absl::Now() - reply->start;
-      if (reply->transport == Transport::kTcp) {
-        if (auto it = conns_.find(reply->conn); it != conns_.end()) {
-          --it->second->in_flight;
-        }
-      }
-      if (hooks_.outcome) hooks_.outcome(out);
+      Drop(*reply);
     }
     return;
   }

@@ -96,6 +96,7 @@ enum class Verdict : uint8_t {
                     // (another opcode or class, a transfer, EDNS version)
   kUpstreamFailed,  // SERVFAIL: no upstream answer in time
   kLearnFailed,     // SERVFAIL: the addresses could not be opened
+  kRateLimited,     // over the sandbox's query rate: dropped unanswered
 };
 const char* VerdictName(Verdict v);
 
@@ -122,6 +123,12 @@ struct FilterServerOptions {
   // Datagrams read from one UDP listener per round, so that one busy
   // listener cannot keep the loop from the others.
   int udp_batch = 64;
+  // Queries per second each sandbox identity may send (a token bucket of
+  // `query_burst`); the excess is dropped before it is parsed, so that a
+  // flooding sandbox costs the filter little. 0: no limit. Queries from
+  // unidentified origins share one bucket.
+  double max_queries_per_second = 2000;
+  double query_burst = 4000;
 };
 
 struct FilterHooks {
@@ -166,6 +173,11 @@ class FilterServer {
   void OnAccept(ListenerId id);
   void OnTcpEvent(uint64_t conn, uint32_t events);
   void CloseConn(uint64_t conn);
+  // A TCP query of `conn` is done (answered or dropped): its slot frees.
+  void ReleaseTcpSlot(uint64_t conn);
+  // Reports a query that gets no reply.
+  void Drop(Reply& reply);
+  bool OverRate(std::optional<SandboxId> sandbox);
   void TouchConn(uint64_t conn);
   void HandleQuery(const QueryOrigin& origin, absl::string_view wire,
                    std::shared_ptr<Reply> reply);
@@ -187,6 +199,13 @@ class FilterServer {
   ListenerId next_listener_ = 1;
   absl::flat_hash_map<uint64_t, std::unique_ptr<TcpConn>> conns_;
   uint64_t next_conn_ = 1;
+
+  struct Bucket {
+    double tokens = 0;
+    absl::Time last;
+  };
+  absl::flat_hash_map<SandboxId, Bucket> buckets_;
+  uint64_t queries_ = 0;
 
   absl::Mutex mu_;
   absl::flat_hash_map<SandboxId, std::shared_ptr<const SandboxDnsPolicy>>
