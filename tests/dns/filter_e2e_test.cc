@@ -473,6 +473,44 @@ TEST_F(DnsmasqFilterTest, DnsOverTcpPipelined) {
   }
 }
 
+TEST_F(DnsmasqFilterTest, TcpClientThatShutsDownItsSideStillGetsAnswers) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in to = {};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(filter_->tcp().port);
+  to.sin_addr.s_addr = htonl(0x7f000001);
+  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+            0);
+  std::string out;
+  for (const std::string& q : {Query("model.test", kTypeA, 1),
+                               Query("secret.attacker.test", kTypeA, 2)}) {
+    out.push_back(static_cast<char>(q.size() >> 8));
+    out.push_back(static_cast<char>(q.size() & 0xff));
+    out += q;
+  }
+  ASSERT_EQ(::send(fd.get(), out.data(), out.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(out.size()));
+  ASSERT_EQ(::shutdown(fd.get(), SHUT_WR), 0);
+  std::string in;
+  char buf[4096];
+  for (;;) {
+    pollfd p = {fd.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "no answer, no close";
+    const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+    if (n <= 0) break;  // the filter closes after the last answer
+    in.append(buf, static_cast<size_t>(n));
+  }
+  std::vector<uint16_t> rcodes;
+  while (in.size() >= 2) {
+    const size_t len =
+        (static_cast<uint8_t>(in[0]) << 8) | static_cast<uint8_t>(in[1]);
+    ASSERT_GE(in.size(), 2 + len);
+    rcodes.push_back(MustParse(in.substr(2, len)).rcode());
+    in.erase(0, 2 + len);
+  }
+  EXPECT_THAT(rcodes, UnorderedElementsAre(0, 3));
+}
+
 TEST(DnsFilterUpstream, ChangedUpstreamAnswerGivesTheNewAddress) {
   SANDFENCE_REQUIRE_DNSMASQ();
   absl::StatusOr<std::unique_ptr<TestDnsServer>> dns =

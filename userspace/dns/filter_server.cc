@@ -113,6 +113,7 @@ struct FilterServer::TcpConn {
   std::string out;
   size_t in_flight = 0;
   bool reading = true;
+  bool eof = false;  // the client closed its side: answer, then close
   EventLoop::TimerId idle_timer = 0;
 };
 
@@ -400,6 +401,12 @@ void FilterServer::OnTcpEvent(uint64_t key, uint32_t events) {
   auto it = conns_.find(key);
   if (it == conns_.end()) return;
   TcpConn* c = it->second.get();
+  // Both directions gone (or an error): nothing can be answered any more,
+  // and a level-triggered HUP would fire on every round.
+  if (events & (EPOLLHUP | EPOLLERR)) {
+    CloseConn(key);
+    return;
+  }
   if (events & EPOLLOUT) {
     const ssize_t n =
         ::send(c->fd.get(), c->out.data(), c->out.size(), MSG_NOSIGNAL);
@@ -408,13 +415,22 @@ void FilterServer::OnTcpEvent(uint64_t key, uint32_t events) {
       return;
     }
     if (n > 0) c->out.erase(0, static_cast<size_t>(n));
+    if (c->eof && c->in_flight == 0 && c->out.empty()) {
+      CloseConn(key);
+      return;
+    }
   }
   if (c->reading && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
     char buf[16384];
     const ssize_t n = ::recv(c->fd.get(), buf, sizeof(buf), 0);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
       CloseConn(key);
       return;
+    }
+    if (n == 0) {
+      // A client may send its queries and shut its side down (RFC 7766):
+      // the frames it sent are still answered.
+      c->eof = true;
     }
     if (n > 0) {
       c->in.append(buf, static_cast<size_t>(n));
@@ -441,9 +457,13 @@ void FilterServer::OnTcpEvent(uint64_t key, uint32_t events) {
     if (it == conns_.end()) return;
     c = it->second.get();
   }
+  if (c->eof && c->in_flight == 0 && c->out.empty()) {
+    CloseConn(key);
+    return;
+  }
   // Stop reading while the limit is reached or a whole frame is buffered.
   const bool want_read =
-      c->in_flight < options_.max_tcp_queries_per_connection &&
+      !c->eof && c->in_flight < options_.max_tcp_queries_per_connection &&
       c->in.size() < 2 + 65535;
   uint32_t interest = (want_read ? kIn : 0u) | (c->out.empty() ? 0u : kOut);
   c->reading = want_read;
@@ -523,11 +543,17 @@ void FilterServer::ReleaseTcpSlot(uint64_t key) {
   if (it == conns_.end()) return;
   TcpConn* c = it->second.get();
   if (c->in_flight > 0) --c->in_flight;
+  if (c->eof && c->in_flight == 0 && c->out.empty()) {
+    CloseConn(key);
+    return;
+  }
   // Resume reading (the limit may have stopped it) and flush the rest.
-  c->reading = c->in_flight < options_.max_tcp_queries_per_connection;
+  c->reading =
+      !c->eof && c->in_flight < options_.max_tcp_queries_per_connection;
   (void)loop_->Modify(c->fd.get(),
                       (c->reading ? kIn : 0u) | (c->out.empty() ? 0u : kOut));
-  if (c->reading && c->in.size() >= 2) {
+  if (c->in_flight < options_.max_tcp_queries_per_connection &&
+      c->in.size() >= 2) {
     // Frames queued behind the limit: serve them on this round's timers.
     loop_->AddTimer(loop_->now(), [this, key] { OnTcpEvent(key, 0); });
   }
