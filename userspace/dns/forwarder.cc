@@ -12,25 +12,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "dns/sockaddr.h"
 
 namespace sandfence::dns {
 namespace {
-
-socklen_t ToSockaddr(const HostPort& hp, sockaddr_storage* ss) {
-  std::memset(ss, 0, sizeof(*ss));
-  if (hp.addr.is_v4()) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(ss);
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons(hp.port);
-    std::memcpy(&sin->sin_addr, hp.addr.bytes(), 4);
-    return sizeof(sockaddr_in);
-  }
-  auto* sin6 = reinterpret_cast<sockaddr_in6*>(ss);
-  sin6->sin6_family = AF_INET6;
-  sin6->sin6_port = htons(hp.port);
-  std::memcpy(&sin6->sin6_addr, hp.addr.bytes(), 16);
-  return sizeof(sockaddr_in6);
-}
 
 bool SameQuestion(const Question& a, const Question& b) {
   return a.type == b.type && a.klass == b.klass &&
