@@ -328,95 +328,104 @@ absl::Status RunDnsSuite(const BenchOptions& o, Report* report) {
         Addr(0x7f000000 | static_cast<uint32_t>(i), filter_port));
   }
 
-  const int rate = o.dns_rate;
-  // Query ids identify the query within a phase: at most 65,536.
-  const int64_t count = std::min<int64_t>(
-      60000, static_cast<int64_t>(rate) * o.dns_phase_ms / 1000);
-  std::vector<double> all_direct, all_filter, d50, d99, cpu, upstream_cpu;
-  int64_t lost_direct = 0, lost_filter = 0;
-  absl::Status status;
-  for (int round = 0; round < o.dns_rounds && !g_interrupted; ++round) {
-    // Per-round percentiles: [0] direct, [1] filter.
-    double p50[2] = {0, 0}, p99[2] = {0, 0};
-    // Alternate which variant goes first, so that drift favors neither.
-    for (int v = 0; v < 2; ++v) {
-      const bool through_filter = (round + v) % 2 == 1;
-      const int64_t cpu0 = filter_cpu_ns();
-      const int64_t up0 = (*upstream)->cpu_ns();
-      absl::StatusOr<PhaseResult> r =
-          RunPhase(through_filter ? filtered : direct, rate, count);
-      if (!r.ok()) {
-        status = r.status();
-        break;
+  // One rate: rounds of (direct, filter), then the rows.
+  auto measure = [&](int rate) -> absl::Status {
+    // Query ids identify the query within a phase: at most 65,536.
+    const int64_t count = std::min<int64_t>(
+        60000, static_cast<int64_t>(rate) * o.dns_phase_ms / 1000);
+    std::vector<double> all_direct, all_filter, d50, d99, cpu, upstream_cpu;
+    int64_t lost_direct = 0, lost_filter = 0;
+    absl::Status status;
+    for (int round = 0; round < o.dns_rounds && !g_interrupted; ++round) {
+      // Per-round percentiles: [0] direct, [1] filter.
+      double p50[2] = {0, 0}, p99[2] = {0, 0};
+      // Alternate which variant goes first, so that drift favors neither.
+      for (int v = 0; v < 2; ++v) {
+        const bool through_filter = (round + v) % 2 == 1;
+        const int64_t cpu0 = filter_cpu_ns();
+        const int64_t up0 = (*upstream)->cpu_ns();
+        absl::StatusOr<PhaseResult> r =
+            RunPhase(through_filter ? filtered : direct, rate, count);
+        if (!r.ok()) {
+          status = r.status();
+          break;
+        }
+        std::vector<double> lat = r->latency_us;
+        if (through_filter) {
+          cpu.push_back(static_cast<double>(filter_cpu_ns() - cpu0) / 1e3 /
+                        static_cast<double>(std::max<size_t>(1, lat.size())));
+          lost_filter += r->lost;
+          all_filter.insert(all_filter.end(), lat.begin(), lat.end());
+        } else {
+          upstream_cpu.push_back(
+              static_cast<double>((*upstream)->cpu_ns() - up0) / 1e3 /
+              static_cast<double>(std::max<size_t>(1, lat.size())));
+          lost_direct += r->lost;
+          all_direct.insert(all_direct.end(), lat.begin(), lat.end());
+        }
+        Summary s = Summarize(lat);
+        p50[through_filter] = s.median;
+        p99[through_filter] = s.p99;
+        if (v == 1) {
+          d50.push_back(p50[1] - p50[0]);
+          d99.push_back(p99[1] - p99[0]);
+        }
       }
-      std::vector<double> lat = r->latency_us;
-      if (through_filter) {
-        cpu.push_back(static_cast<double>(filter_cpu_ns() - cpu0) / 1e3 /
-                      static_cast<double>(std::max<size_t>(1, lat.size())));
-        lost_filter += r->lost;
-        all_filter.insert(all_filter.end(), lat.begin(), lat.end());
-      } else {
-        upstream_cpu.push_back(
-            static_cast<double>((*upstream)->cpu_ns() - up0) / 1e3 /
-            static_cast<double>(std::max<size_t>(1, lat.size())));
-        lost_direct += r->lost;
-        all_direct.insert(all_direct.end(), lat.begin(), lat.end());
-      }
-      Summary s = Summarize(lat);
-      p50[through_filter] = s.median;
-      p99[through_filter] = s.p99;
-      if (v == 1) {
-        d50.push_back(p50[1] - p50[0]);
-        d99.push_back(p99[1] - p99[0]);
-      }
+      if (!status.ok()) break;
     }
+    if (!status.ok()) return status;
+    if (all_direct.empty() || all_filter.empty()) {
+      return absl::InternalError("the DNS benchmark measured no answer");
+    }
+
+    Row base = DnsRow("query_latency", "direct", rate, "us", all_direct);
+    base.tail = true;
+    base.note = absl::StrFormat(
+        "baseline: the same queries straight to the upstream; %d rounds x %d "
+        "queries; %d unanswered",
+        o.dns_rounds, count, lost_direct);
+    const double base_median = base.stats.median;
+    report->Add(std::move(base));
+    Row filt = DnsRow("query_latency", "filter", rate, "us", all_filter);
+    filt.tail = true;
+    filt.baseline = "direct";
+    filt.baseline_median = base_median;
+    filt.note = absl::StrFormat(
+        "through the filter: 100 sandboxes by destination address, every name "
+        "allowed and forwarded, each answer learned into a BPF hash map "
+        "first; %d unanswered, %d map write errors",
+        lost_filter, learn_errors.load());
+    report->Add(std::move(filt));
+    Row a50 = DnsRow("added_latency_p50", "filter - direct", rate, "us", d50);
+    a50.note = "per round: the filter's p50 minus the direct p50";
+    report->Add(std::move(a50));
+    Row a99 = DnsRow("added_latency_p99", "filter - direct", rate, "us", d99);
+    a99.note = "per round: the filter's p99 minus the direct p99";
+    report->Add(std::move(a99));
+    Row uc = DnsRow("cpu_per_query", "upstream", rate, "us", upstream_cpu);
+    uc.note =
+        "for scale: the upstream responder's CPU time per answer (two system "
+        "calls and a parse), in the direct rounds";
+    const double uc_median = uc.stats.median;
+    report->Add(std::move(uc));
+    Row c = DnsRow("cpu_per_query", "filter", rate, "us", cpu);
+    c.baseline = "upstream";
+    c.baseline_median = uc_median;
+    c.note =
+        "per round: the filter thread's CPU time over the answers it gave "
+        "(receive, judge, a fresh upstream socket, learn, reply)";
+    report->Add(std::move(c));
+    return absl::OkStatus();
+  };
+  absl::Status status;
+  for (int rate : o.dns_rates) {
+    if (g_interrupted) break;
+    status = measure(rate);
     if (!status.ok()) break;
   }
   (*server)->Stop();
   loop.join();
-  if (!status.ok()) return status;
-  if (all_direct.empty() || all_filter.empty()) {
-    return absl::InternalError("the DNS benchmark measured no answer");
-  }
-
-  Row base = DnsRow("query_latency", "direct", rate, "us", all_direct);
-  base.tail = true;
-  base.note = absl::StrFormat(
-      "baseline: the same queries straight to the upstream; %d rounds x %d "
-      "queries; %d unanswered",
-      o.dns_rounds, count, lost_direct);
-  const double base_median = base.stats.median;
-  report->Add(std::move(base));
-  Row filt = DnsRow("query_latency", "filter", rate, "us", all_filter);
-  filt.tail = true;
-  filt.baseline = "direct";
-  filt.baseline_median = base_median;
-  filt.note = absl::StrFormat(
-      "through the filter: 100 sandboxes by destination address, every name "
-      "allowed and forwarded, each answer learned into a BPF hash map "
-      "first; %d unanswered, %d map write errors",
-      lost_filter, learn_errors.load());
-  report->Add(std::move(filt));
-  Row a50 = DnsRow("added_latency_p50", "filter - direct", rate, "us", d50);
-  a50.note = "per round: the filter's p50 minus the direct p50";
-  report->Add(std::move(a50));
-  Row a99 = DnsRow("added_latency_p99", "filter - direct", rate, "us", d99);
-  a99.note = "per round: the filter's p99 minus the direct p99";
-  report->Add(std::move(a99));
-  Row uc = DnsRow("cpu_per_query", "upstream", rate, "us", upstream_cpu);
-  uc.note =
-      "for scale: the upstream responder's CPU time per answer (two system "
-      "calls and a parse), in the direct rounds";
-  const double uc_median = uc.stats.median;
-  report->Add(std::move(uc));
-  Row c = DnsRow("cpu_per_query", "filter", rate, "us", cpu);
-  c.baseline = "upstream";
-  c.baseline_median = uc_median;
-  c.note =
-      "per round: the filter thread's CPU time over the answers it gave "
-      "(receive, judge, a fresh upstream socket, learn, reply)";
-  report->Add(std::move(c));
-  return absl::OkStatus();
+  return status;
 }
 
 }  // namespace sandfence::bench

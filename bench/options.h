@@ -55,9 +55,10 @@ struct BenchOptions {
   std::vector<int> switch_reps;  // repetitions per size
   double micro_min_time_s = 0;   // Google Benchmark min time, per-event cost
 
-  // DNS filter: queries/s from 100 identities, for `dns_phase_ms` per
-  // variant (direct, filter), in `dns_rounds` alternating rounds.
-  int dns_rate = 0;
+  // DNS filter: at each rate (queries/s from 100 identities), for
+  // `dns_phase_ms` per variant (direct, filter), in `dns_rounds` alternating
+  // rounds.
+  std::vector<int> dns_rates;
   int dns_phase_ms = 0;
   int dns_rounds = 0;
 };
