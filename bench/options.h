@@ -59,6 +59,7 @@ struct BenchOptions {
   // `dns_phase_ms` per variant (direct, filter), in `dns_rounds` alternating
   // rounds.
   std::vector<int> dns_rates;
+  bool dns_realtime = true;  // see dns_suite.cc
   int dns_phase_ms = 0;
   int dns_rounds = 0;
 };
