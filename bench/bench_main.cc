@@ -1,7 +1,8 @@
 // sandfence_bench: what sandfence costs, measured side by side with a
 // baseline in the same run (issue 7). bench/run is the way to start it.
 //
-//   sandfence_bench [--smoke] [--json PATH] [--suites connect,events,control]
+//   sandfence_bench [--smoke] [--json PATH]
+//                   [--suites connect,events,control,dns]
 //                   [--worker PATH]
 //
 // Needs root (BPF programs, cgroups, nftables). It runs in a network
@@ -39,7 +40,7 @@ struct Args {
   bool smoke = false;
   bool control_child = false;
   std::string json = "sandfence-bench.json";
-  std::vector<std::string> suites = {"connect", "events", "control"};
+  std::vector<std::string> suites = {"connect", "events", "control", "dns"};
   std::string worker;
   std::string cgroup_root;  // control child: the parent's subtree
   std::string work_dir;     // control child: the parent's scratch dir
@@ -49,7 +50,7 @@ struct Args {
 void Usage() {
   std::fprintf(stderr,
                "usage: sandfence_bench [--smoke] [--json PATH] "
-               "[--suites connect,events,control] [--worker PATH]\n");
+               "[--suites connect,events,control,dns] [--worker PATH]\n");
 }
 
 bool ParseArgs(int argc, char** argv, Args* a) {
@@ -71,7 +72,9 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       if (!value(&v)) return false;
       a->suites = absl::StrSplit(v, ',', absl::SkipEmpty());
       for (const std::string& s : a->suites) {
-        if (s != "connect" && s != "events" && s != "control") return false;
+        if (s != "connect" && s != "events" && s != "control" && s != "dns") {
+          return false;
+        }
       }
     } else if (arg == "--worker") {
       if (!value(&a->worker)) return false;
@@ -255,6 +258,7 @@ int Main(int argc, char** argv) {
     if (suite == "connect") s = RunConnectSuite(o, &report);
     if (suite == "events") s = RunEventsSuite(o, &report);
     if (suite == "control") s = RunControlInChild(a, o, &report);
+    if (suite == "dns") s = RunDnsSuite(o, &report);
     if (!s.ok()) {
       ++failures;
       report.Note(absl::StrCat(suite, " suite failed: ", s.ToString()));

@@ -30,6 +30,10 @@ REQUIRED = [
     ("control", "switch_phase", "sandfence"),
     ("control", "controller_rss", "sandfence"),
     ("control", "map_memory", "sandfence"),
+    ("dns", "query_latency", "direct"),
+    ("dns", "query_latency", "filter"),
+    ("dns", "added_latency_p50", "filter - direct"),
+    ("dns", "added_latency_p99", "filter - direct"),
 ]
 
 

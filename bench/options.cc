@@ -32,6 +32,11 @@ BenchOptions FullOptions() {
   o.switch_rules = {10, 1000, 100000};
   o.switch_reps = {1000, 200, 10};
   o.micro_min_time_s = 0.3;
+
+  // A ladder up to the load (10,000/s).
+  o.dns_rates = {1000, 3000, 10000};
+  o.dns_phase_ms = 1500;
+  o.dns_rounds = 4;
   return o;
 }
 
@@ -62,6 +67,10 @@ BenchOptions SmokeOptions() {
   o.switch_rules = {10, 100};
   o.switch_reps = {20, 5};
   o.micro_min_time_s = 0.01;
+
+  o.dns_rates = {2000};
+  o.dns_phase_ms = 200;
+  o.dns_rounds = 1;
   return o;
 }
 

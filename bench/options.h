@@ -54,6 +54,14 @@ struct BenchOptions {
   std::vector<size_t> switch_rules;
   std::vector<int> switch_reps;  // repetitions per size
   double micro_min_time_s = 0;   // Google Benchmark min time, per-event cost
+
+  // DNS filter: at each rate (queries/s from 100 identities), for
+  // `dns_phase_ms` per variant (direct, filter), in `dns_rounds` alternating
+  // rounds.
+  std::vector<int> dns_rates;
+  bool dns_realtime = true;  // see dns_suite.cc
+  int dns_phase_ms = 0;
+  int dns_rounds = 0;
 };
 
 BenchOptions FullOptions();

@@ -1,4 +1,4 @@
-// The three benchmark suites of issue 7 and the targets they are held to.
+// The benchmark suites (issue 7; dns: issue 14) and their targets.
 #ifndef SANDFENCE_BENCH_SUITES_H_
 #define SANDFENCE_BENCH_SUITES_H_
 
@@ -24,6 +24,11 @@ absl::Status RunEventsSuite(const BenchOptions& options, Report* report);
 // a process of its own (bench_main's --control-child) so that its memory
 // figures are the controller's, not the other suites'.
 absl::Status RunControlSuite(const BenchOptions& options, Report* report);
+
+// The DNS filter's added latency (issue 14): queries at a paced rate from
+// 100 sandbox identities through the filter, against the same queries sent
+// straight to the same upstream, in alternating rounds.
+absl::Status RunDnsSuite(const BenchOptions& options, Report* report);
 
 // Judges the issue's targets from the rows.
 void EvaluateTargets(const BenchOptions& options, Report* report);

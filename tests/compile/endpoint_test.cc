@@ -199,6 +199,45 @@ TEST(Unreachable, LoopbackOnlyFromAnOwnNetworkNamespace) {
   EXPECT_EQ(UnreachableReason(*IpPrefix::Parse("126.0.0.0/7"), own), "");
 }
 
+// Name patterns for the DNS filter: a name as NormalizeHostName has it, or
+// "*.suffix" with the suffix normalized the same way.
+TEST(NamePattern, NormalizesNamesAndWildcardSuffixes) {
+  struct Case {
+    const char* text;
+    const char* expect;  // NamePattern::ToString(), or "" for an error
+    bool wildcard;
+  };
+  const Case cases[] = {
+      {"Model.Internal.", "model.internal", false},
+      {"*.Tool.Test.", "*.tool.test", true},
+      {"*.githubusercontent.com", "*.githubusercontent.com", true},
+      {"*.Bücher.Example", "*.xn--bcher-kva.example", true},
+      {"*", "", false},
+      {"*.", "", false},
+      {"*.*.test", "", false},
+      {"a.*.test", "", false},
+      {"*a.test", "", false},
+      {"*.test..", "", false},
+      {"*..test", "", false},
+      {"*.1.2.3.4", "", false},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<NamePattern> p = NormalizeNamePattern(c.text);
+    if (c.expect[0] == '\0') {
+      EXPECT_FALSE(p.ok()) << c.text << " accepted as " << p->ToString();
+      if (!p.ok()) {
+        EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+      }
+      continue;
+    }
+    ASSERT_TRUE(p.ok()) << c.text << ": " << p.status();
+    EXPECT_EQ(p->ToString(), c.expect) << c.text;
+    EXPECT_EQ(p->wildcard, c.wildcard) << c.text;
+  }
+  EXPECT_THAT(NormalizeNamePattern("*").status().message(),
+              HasSubstr("matches every name"));
+}
+
 TEST(LocalhostNames, AreRecognized) {
   EXPECT_TRUE(IsLocalhostName("localhost"));
   EXPECT_TRUE(IsLocalhostName("app.localhost"));

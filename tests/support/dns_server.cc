@@ -210,7 +210,7 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& args, int log) {
 bool TestDnsServer::Available() { return ::access(kDnsmasq, X_OK) == 0; }
 
 absl::StatusOr<std::unique_ptr<TestDnsServer>> TestDnsServer::Start(
-    const Records& records) {
+    const Records& records, uint16_t fixed_port) {
   if (!Available()) {
     return Unavailable(absl::StrCat(kDnsmasq,
                                     " is not installed (Debian "
@@ -221,7 +221,8 @@ absl::StatusOr<std::unique_ptr<TestDnsServer>> TestDnsServer::Start(
 
   std::string last_log;
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
-    absl::StatusOr<uint16_t> port = PickFreeLoopbackPort();
+    absl::StatusOr<uint16_t> port =
+        fixed_port != 0 ? fixed_port : PickFreeLoopbackPort();
     if (!port.ok()) return port.status();
     std::vector<std::string> args = {
         kDnsmasq,

@@ -58,8 +58,10 @@ class TestDnsServer {
   // for a record whose address is not an IP literal or whose name could
   // not be passed to dnsmasq; Unavailable when dnsmasq is missing or does
   // not come up (the message carries its log).
+  // `port` 0 picks a free one; another port serves there (e.g. to restart
+  // a server with new records where its clients already point).
   static absl::StatusOr<std::unique_ptr<TestDnsServer>> Start(
-      const Records& records);
+      const Records& records, uint16_t port = 0);
 
   TestDnsServer(const TestDnsServer&) = delete;
   TestDnsServer& operator=(const TestDnsServer&) = delete;

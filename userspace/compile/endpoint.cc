@@ -155,6 +155,33 @@ absl::StatusOr<std::string> NormalizeHostName(absl::string_view text) {
   return name;
 }
 
+std::string NamePattern::ToString() const {
+  return wildcard ? absl::StrCat("*.", name) : name;
+}
+
+absl::StatusOr<NamePattern> NormalizeNamePattern(absl::string_view text) {
+  if (text == "*" || text == "*.") {
+    return Malformed(absl::StrCat("host ", Quote(text),
+                                  " matches every name; name a domain (\"*.",
+                                  "example.com\")"));
+  }
+  if (!absl::StartsWith(text, "*.")) {
+    absl::StatusOr<std::string> name = NormalizeHostName(text);
+    if (!name.ok()) return name.status();
+    return NamePattern{*std::move(name), false};
+  }
+  absl::string_view suffix = text.substr(2);
+  if (absl::StrContains(suffix, '*')) {
+    return Malformed(absl::StrCat(
+        "host ", Quote(text),
+        " has a '*' after its first label; only \"*.\" at the start is a "
+        "wildcard"));
+  }
+  absl::StatusOr<std::string> name = NormalizeHostName(suffix);
+  if (!name.ok()) return name.status();
+  return NamePattern{*std::move(name), true};
+}
+
 absl::StatusOr<Host> NormalizeHost(absl::string_view text, HostForm form) {
   absl::string_view inner = text;
   bool bracketed = false;

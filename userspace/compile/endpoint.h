@@ -53,6 +53,20 @@ absl::StatusOr<Host> NormalizeHost(absl::string_view text, HostForm form);
 // Only the name part of NormalizeHost: `text` must not be an IP literal.
 absl::StatusOr<std::string> NormalizeHostName(absl::string_view text);
 
+// A name pattern for DNS filtering: a host name, or "*.suffix", which
+// matches every name below suffix but not suffix itself. The suffix is
+// normalized by NormalizeHostName; "*" alone and a '*' anywhere but as the
+// whole first label are Malformed. Endpoint URLs never take patterns.
+struct NamePattern {
+  std::string name;  // the normalized name, or the suffix of a wildcard
+  bool wildcard = false;
+
+  std::string ToString() const;  // "api.test" or "*.tool.test"
+
+  friend bool operator==(const NamePattern&, const NamePattern&) = default;
+};
+absl::StatusOr<NamePattern> NormalizeNamePattern(absl::string_view text);
+
 struct Endpoint {
   std::string scheme;  // "http" or "https"
   Host host;           // never a CIDR

@@ -1,0 +1,271 @@
+// FilterServer: who asks, what the phase allows, forwarding, learning
+// before release, outcomes. The sockets are in filter_io.cc.
+#include "dns/filter_server.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/memory/memory.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "dns/filter_server_internal.h"
+
+namespace sandfence::dns {
+namespace {
+
+std::string BlockText(const SandboxDnsPolicy& policy) {
+  return absl::StrCat(
+      "sandfence: blocked by the sandbox's network policy (phase \"",
+      policy.phase, "\"): this name is not allowed");
+}
+
+}  // namespace
+
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kAllowed:
+      return "allowed";
+    case Verdict::kBlocked:
+      return "blocked";
+    case Verdict::kRefused:
+      return "refused";
+    case Verdict::kMalformed:
+      return "malformed";
+    case Verdict::kNotServed:
+      return "not_served";
+    case Verdict::kUpstreamFailed:
+      return "upstream_failed";
+    case Verdict::kLearnFailed:
+      return "learn_failed";
+    case Verdict::kRateLimited:
+      return "rate_limited";
+  }
+  return "unknown";
+}
+
+FilterServer::FilterServer(FilterServerOptions options, FilterHooks hooks)
+    : options_(std::move(options)), hooks_(std::move(hooks)) {}
+
+absl::StatusOr<std::unique_ptr<FilterServer>> FilterServer::Create(
+    FilterServerOptions options, FilterHooks hooks) {
+  if (!hooks.identify || !hooks.learn) {
+    return Malformed("the DNS filter needs an identify and a learn hook");
+  }
+  auto server =
+      absl::WrapUnique(new FilterServer(std::move(options), std::move(hooks)));
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
+  if (!loop.ok()) return loop.status();
+  server->loop_ = *std::move(loop);
+  absl::StatusOr<std::unique_ptr<Forwarder>> fwd =
+      Forwarder::Create(server->loop_.get(), server->options_.forwarder);
+  if (!fwd.ok()) return fwd.status();
+  server->forwarder_ = *std::move(fwd);
+  return server;
+}
+
+FilterServer::~FilterServer() {
+  forwarder_.reset();
+  for (auto& [id, conn] : conns_) {
+    loop_->CancelTimer(conn->idle_timer);
+    loop_->Remove(conn->fd.get());
+  }
+  for (auto& [id, l] : listeners_) loop_->Remove(l->fd.get());
+}
+
+void FilterServer::SetPolicy(SandboxId sandbox,
+                             std::shared_ptr<const SandboxDnsPolicy> p) {
+  absl::MutexLock lock(&mu_);
+  policies_[sandbox] = std::move(p);
+}
+
+void FilterServer::RemovePolicy(SandboxId sandbox) {
+  absl::MutexLock lock(&mu_);
+  policies_.erase(sandbox);
+}
+
+std::shared_ptr<const SandboxDnsPolicy> FilterServer::PolicyFor(SandboxId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = policies_.find(id);
+  return it == policies_.end() ? nullptr : it->second;
+}
+
+absl::Status FilterServer::Run() { return loop_->Run(); }
+void FilterServer::Stop() { loop_->Stop(); }
+
+void FilterServer::Drop(Reply& reply) {
+  reply.outcome.replied = false;
+  reply.outcome.latency = absl::Now() - reply.start;
+  if (reply.transport == Transport::kTcp) ReleaseTcpSlot(reply.conn);
+  if (hooks_.outcome) hooks_.outcome(reply.outcome);
+}
+
+bool FilterServer::OverRate(std::optional<SandboxId> sandbox) {
+  if (options_.max_queries_per_second <= 0) return false;
+  const absl::Time now = loop_->now();
+  // Buckets idle long enough to be full again are forgotten now and then,
+  // so that sandboxes that are gone cost no memory.
+  if (++queries_ % 4096 == 0) {
+    const absl::Duration refill =
+        absl::Seconds(options_.query_burst / options_.max_queries_per_second);
+    absl::erase_if(buckets_, [&](const auto& kv) {
+      return now - kv.second.last > refill;
+    });
+  }
+  auto [it, inserted] = buckets_.try_emplace(sandbox.value_or(UINT64_MAX),
+                                             Bucket{options_.query_burst, now});
+  Bucket& b = it->second;
+  b.tokens = std::min(options_.query_burst,
+                      b.tokens + absl::ToDoubleSeconds(now - b.last) *
+                                     options_.max_queries_per_second);
+  b.last = now;
+  if (b.tokens < 1) return true;
+  b.tokens -= 1;
+  return false;
+}
+
+void FilterServer::HandleQuery(const QueryOrigin& origin,
+                               absl::string_view wire,
+                               std::shared_ptr<Reply> reply) {
+  QueryOutcome& out = reply->outcome;
+  out.origin = origin;
+  // Who asks comes from where the query arrived, never from its bytes.
+  out.sandbox = hooks_.identify(origin);
+  if (OverRate(out.sandbox)) {
+    out.verdict = Verdict::kRateLimited;
+    Drop(*reply);
+    return;
+  }
+  absl::StatusOr<Message> parsed = ParseMessage(wire);
+  if (!parsed.ok()) {
+    out.verdict = Verdict::kMalformed;
+    out.detail = std::string(parsed.status().message());
+    if (std::optional<std::string> formerr = BuildFormErr(wire)) {
+      Send(*reply, *std::move(formerr));
+    } else {
+      Drop(*reply);
+    }
+    return;
+  }
+  const Message& query = *parsed;
+  if (!query.questions.empty()) {
+    out.name = query.questions[0].name;
+    out.type = query.questions[0].type;
+  }
+  if (reply->transport == Transport::kUdp) {
+    reply->max_size = ClientUdpLimit(query);
+  }
+  if (std::optional<QueryProblem> problem = CheckQuery(query)) {
+    out.verdict = Verdict::kNotServed;
+    out.detail = problem->reason;
+    if (problem->rcode) {
+      Send(*reply, BuildResponse(query, *problem->rcode),
+           static_cast<uint16_t>(*problem->rcode));
+    } else {
+      Drop(*reply);
+    }
+    return;
+  }
+  if (!out.sandbox) {
+    out.verdict = Verdict::kRefused;
+    out.detail = "no sandbox is served at this address";
+    Send(*reply, BuildResponse(query, Rcode::kRefused,
+                               Ede{EdeCode::kProhibited,
+                                   "sandfence: this DNS filter address serves "
+                                   "no sandbox"}));
+    return;
+  }
+  std::shared_ptr<const SandboxDnsPolicy> policy = PolicyFor(*out.sandbox);
+  if (policy == nullptr) {
+    out.verdict = Verdict::kRefused;
+    out.detail = "the sandbox has no DNS policy";
+    Send(*reply,
+         BuildResponse(query, Rcode::kRefused,
+                       Ede{EdeCode::kProhibited,
+                           "sandfence: the sandbox has no DNS policy"}));
+    return;
+  }
+  out.phase = policy->phase;
+  out.generation = policy->generation;
+  NameMatch match = policy->rules.Match(query.questions[0].name);
+  if (match.grants.empty()) {
+    out.verdict = Verdict::kBlocked;
+    Send(*reply, BuildResponse(query, Rcode::kNxDomain,
+                               Ede{EdeCode::kBlocked, BlockText(*policy)}));
+    return;
+  }
+  auto shared_query = std::make_shared<const Message>(*std::move(parsed));
+  absl::Status s = forwarder_->Forward(
+      *out.sandbox, *shared_query,
+      [this, reply, policy, shared_query, match = std::move(match)](
+          absl::StatusOr<UpstreamAnswer> answer) mutable {
+        OnUpstream(std::move(reply), std::move(policy), std::move(shared_query),
+                   std::move(match), std::move(answer));
+      });
+  if (!s.ok()) {
+    out.verdict = Verdict::kRefused;
+    out.detail = std::string(s.message());
+    Send(*reply, BuildResponse(*shared_query, Rcode::kRefused,
+                               Ede{EdeCode::kOther,
+                                   absl::StrCat("sandfence: ", s.message())}));
+  }
+}
+
+void FilterServer::OnUpstream(std::shared_ptr<Reply> reply,
+                              std::shared_ptr<const SandboxDnsPolicy> policy,
+                              std::shared_ptr<const Message> query,
+                              NameMatch match,
+                              absl::StatusOr<UpstreamAnswer> answer) {
+  QueryOutcome& out = reply->outcome;
+  if (!answer.ok()) {
+    out.verdict = Verdict::kUpstreamFailed;
+    out.detail = std::string(answer.status().message());
+    const EdeCode code = absl::IsDeadlineExceeded(answer.status())
+                             ? EdeCode::kNoReachableAuthority
+                             : EdeCode::kNetworkError;
+    Send(*reply,
+         BuildResponse(*query, Rcode::kServFail,
+                       Ede{code, absl::StrCat("sandfence: ",
+                                              answer.status().message())}));
+    return;
+  }
+  const Question& q = query->questions[0];
+  ChainAddresses chain = FollowChain(answer->message, q.name);
+  if (!chain.addresses.empty()) {
+    LearnRequest req;
+    req.sandbox = *out.sandbox;
+    req.generation = policy->generation;
+    req.phase = policy->phase;
+    req.name = q.name;
+    req.chain = chain.chain;
+    req.grants = match.grants;
+    const absl::Time now = absl::Now();
+    for (const AnswerAddress& a : chain.addresses) {
+      req.addresses.push_back(
+          {a.addr, a.ttl, now + LearnedLifetime(a.ttl, policy->ttl)});
+      out.addresses.push_back(a.addr);
+    }
+    if (absl::Status s = hooks_.learn(req); !s.ok()) {
+      out.verdict = Verdict::kLearnFailed;
+      out.detail = std::string(s.message());
+      Send(*reply,
+           BuildResponse(*query, Rcode::kServFail,
+                         Ede{EdeCode::kOther,
+                             "sandfence: the answer's addresses could not be "
+                             "opened for this sandbox"}));
+      return;
+    }
+  }
+  absl::StatusOr<std::string> wire =
+      RewriteAnswer(answer->wire, answer->message, *query,
+                    ClientTtlCap(policy->ttl), reply->max_size);
+  if (!wire.ok()) {
+    out.verdict = Verdict::kUpstreamFailed;
+    out.detail = std::string(wire.status().message());
+    Send(*reply, BuildResponse(*query, Rcode::kServFail));
+    return;
+  }
+  out.verdict = Verdict::kAllowed;
+  Send(*reply, *std::move(wire), answer->message.rcode());
+}
+
+}  // namespace sandfence::dns
