@@ -5,7 +5,8 @@
 # committed SEEDS directories (read only; new inputs go to OUT/corpus, emptied first),
 # runs for SECONDS on one core, and on any finding (crash, sanitizer
 # report, leak, timeout, out of memory) fails and prints where the
-# reproducer is and how to run it again.
+# reproducer is and how to run it again. SANDFENCE_FUZZ_DICT names a
+# libFuzzer dictionary to use.
 set -u
 if [ $# -lt 4 ]; then
 	echo "usage: run_fuzzer.sh FUZZER SEEDS OUT SECONDS [MORE_SEEDS...]" >&2
@@ -17,9 +18,11 @@ shift 4
 rm -rf "$out/corpus" "$out/artifacts"
 mkdir -p "$out/corpus" "$out/artifacts"
 log=$out/fuzz.log
+dict=${SANDFENCE_FUZZ_DICT:+-dict=$SANDFENCE_FUZZ_DICT}
 
 # -timeout: one input running for 10 s is a finding (a hang), not slowness.
-"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+# shellcheck disable=SC2086
+"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 $dict \
 	-print_final_stats=1 -artifact_prefix="$out/artifacts/" \
 	"$out/corpus" "$seeds" "$@" >"$log" 2>&1
 rc=$?
