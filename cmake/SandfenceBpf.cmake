@@ -64,4 +64,8 @@ function(sandfence_bpf_object name source)
   target_include_directories(${name}_skel INTERFACE ${SANDFENCE_BPF_OUT}
                              ${CMAKE_SOURCE_DIR}/bpf)
   target_link_libraries(${name}_skel INTERFACE PkgConfig::LIBBPF)
+  # bpftool writes bool globals as C's _Bool, which g++ accepts in C++ and
+  # clang++ does not (the sanitizer and fuzz builds use clang).
+  target_compile_definitions(${name}_skel INTERFACE
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:Clang>>:_Bool=bool>)
 endfunction()

@@ -6,7 +6,7 @@ set -eu
 
 PACKAGES="
   build-essential cmake pkg-config git ca-certificates
-  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
+  clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
   libabsl-dev libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc
   libc-ares-dev

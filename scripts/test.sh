@@ -1,6 +1,9 @@
 #!/bin/sh
-# Installs dependencies, builds, and runs the whole test suite with ctest.
-# This is the README's test command and what CI runs.
+# Installs dependencies, builds, and runs the whole test suite with ctest,
+# then the sanitizer build: each fuzz target for a short fixed time and the
+# unit tests under ASan and UBSan (scripts/sanitize.sh; skipped with
+# SANDFENCE_NO_SANITIZE=1). This is the README's test command and what CI
+# runs.
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -9,3 +12,9 @@ cd build
 # Tests run one at a time: many attach BPF programs and create cgroups, and
 # the machine has two cores.
 ctest --output-on-failure --timeout 600 "$@"
+cd ..
+if [ "${SANDFENCE_NO_SANITIZE:-0}" = 1 ]; then
+	echo "test: SKIPPED the sanitizer build and fuzzing (SANDFENCE_NO_SANITIZE=1)"
+else
+	./scripts/sanitize.sh
+fi

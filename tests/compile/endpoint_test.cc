@@ -170,6 +170,8 @@ INSTANTIATE_TEST_SUITE_P(
         HostCase{"mapped host becomes IPv4", "::ffff:127.0.0.1", "127.0.0.1"},
         HostCase{"CIDR with host bits set", "10.0.0.1/8", ""},
         HostCase{"prefix length too long", "10.0.0.0/33", ""},
+        HostCase{"prefix length with a sign", "10.0.0.0/+8", ""},
+        HostCase{"prefix length with a space", "10.0.0.0/ 8", ""},
         HostCase{"wildcard name", "*.example.com", ""},
         HostCase{"zone index is not an address", "fe80::1%eth0", ""}),
     HostCaseName);

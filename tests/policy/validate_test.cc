@@ -139,6 +139,15 @@ INSTANTIATE_TEST_SUITE_P(
              R"(phase { name: "a" network_access: MODEL_ONLY
                         dns { mode: LISTED resolver: "10.0.0.53:0" } })",
              {"dns.resolver \"10.0.0.53:0\""}},
+        Case{"resolver port with a sign or a space",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { mode: LISTED resolver: "10.0.0.53:+53"
+                              resolver: "10.0.0.54: 53" } })",
+             {"dns.resolver \"10.0.0.53:+53\"", "not in 1..65535"}},
+        Case{"resolver port with a space after it",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { mode: LISTED resolver: "[::1]:53 " } })",
+             {"dns.resolver \"[::1]:53 \""}},
         Case{"tool name with a control character",
              "phase { name: \"a\" network_access: MODEL_AND_TOOLS "
              "tool { name: \"a\\nb\" url: \"http://t\" } }",

@@ -94,6 +94,29 @@ TEST_F(ReportTest, ShowMatchesTheGoldenFiles) {
   }
 }
 
+// Found by fuzz/journal_fuzz: nanoseconds in an int64 reach only the years
+// 1677..2262, and the report computed durations that way (a signed
+// overflow). A record's times come from a file and may be anything.
+TEST(ReportTimesTest, DurationsOutsideTheInt64NanosecondRangeAreExact) {
+  struct Case {
+    const char* name;
+    int64_t start, end;  // seconds since the epoch
+    const char* shown;   // the rollout's duration
+  };
+  const Case cases[] = {
+      {"ends in the year 2748", 1764580000, 24581593760, "(22817013760.000s)"},
+      {"ends in the year 1", 1764580000, -62135596800, "(-63900176800.000s)"},
+      {"a span too long for any clock", INT64_MIN, INT64_MAX, "(?)"},
+  };
+  for (const Case& c : cases) {
+    v1::RolloutRecord r;
+    r.mutable_start_time()->set_seconds(c.start);
+    r.mutable_end_time()->set_seconds(c.end);
+    const std::string text = FormatRecordText(r);
+    EXPECT_TRUE(absl::StrContains(text, c.shown)) << c.name << ":\n" << text;
+  }
+}
+
 TEST(RecordsCommandTest, UsageAndErrors) {
   auto dir = ScopedTempDir::Create();
   ASSERT_TRUE(dir.ok());

@@ -102,12 +102,16 @@ absl::StatusOr<Selected> CompileSelectedPhase(const PolicyFlags& flags,
   if (phase.empty() ||
       std::find(names.begin(), names.end(), phase) == names.end()) {
     *exit_code = kExitUsage;
-    absl::Status s = Malformed(absl::StrFormat(
-        phase.empty() ? "the policy has several phases; pick one with "
-                        "--phase (it has: %2$s)"
-                      : "--phase \"%1$s\": the policy has no such phase "
-                        "(it has: %2$s)",
-        phase, absl::StrJoin(names, ", ")));
+    // Two calls: clang checks a format string only when it is a constant.
+    const std::string has = absl::StrJoin(names, ", ");
+    absl::Status s = Malformed(
+        phase.empty()
+            ? absl::StrFormat("the policy has several phases; pick one with "
+                              "--phase (it has: %s)",
+                              has)
+            : absl::StrFormat(
+                  "--phase \"%s\": the policy has no such phase (it has: %s)",
+                  phase, has));
     absl::FPrintF(stderr, "sandfence run: usage: %s\n", s.message());
     return s;
   }

@@ -18,6 +18,16 @@ bool BitSet(const uint8_t* bytes, int bit) {
   return (bytes[bit / 8] >> (7 - bit % 8)) & 1;
 }
 
+// Decimal digits only, as a port or prefix length is written: SimpleAtoi
+// alone would also take " 53", "+53" and "53 ".
+bool ParseDigits(absl::string_view text, uint32_t* out) {
+  if (text.empty() || text.size() > 5) return false;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+  }
+  return absl::SimpleAtoi(text, out);
+}
+
 }  // namespace
 
 std::optional<IpAddress> IpAddress::Parse(absl::string_view text) {
@@ -90,9 +100,9 @@ absl::StatusOr<IpPrefix> IpPrefix::Parse(absl::string_view text) {
     return Malformed(absl::StrCat("\"", text, "\" is not an IP address or CIDR"));
   }
   if (slash == absl::string_view::npos) return Host(*addr);
-  int length = 0;
-  if (!absl::SimpleAtoi(text.substr(slash + 1), &length) || length < 0 ||
-      length > addr->bit_length()) {
+  uint32_t length = 0;
+  if (!ParseDigits(text.substr(slash + 1), &length) ||
+      length > static_cast<uint32_t>(addr->bit_length())) {
     return Malformed(absl::StrCat("\"", text, "\" has a bad prefix length (0..",
                                   addr->bit_length(), ")"));
   }
@@ -157,7 +167,7 @@ absl::StatusOr<HostPort> HostPort::Parse(absl::string_view text,
   HostPort out{*addr, default_port};
   if (!port_text.empty() || (text.size() && text.back() == ':')) {
     uint32_t port = 0;
-    if (!absl::SimpleAtoi(port_text, &port) || port == 0 || port > 65535) {
+    if (!ParseDigits(port_text, &port) || port == 0 || port > 65535) {
       return Malformed(absl::StrCat("\"", text, "\": port \"", port_text,
                                     "\" is not in 1..65535"));
     }

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
-#include "records/boot_clock.h"
 #include "records/journal.h"
 
 namespace sandfence {
@@ -58,15 +58,29 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string Seconds(int64_t ns) {
-  return absl::StrFormat("%.3fs", static_cast<double>(ns) / 1e9);
+// A record's times come from a file and may be anything: absl::Time holds
+// every Timestamp exactly, and its arithmetic saturates where nanoseconds
+// in an int64 would overflow (past the year 2262).
+absl::Time ToTime(const Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+std::string Seconds(absl::Duration d) {
+  if (d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
+    return "?";
+  }
+  return absl::StrFormat("%.3fs", absl::FDivDuration(d, absl::Seconds(1)));
+}
+
+std::string Between(const Timestamp& from, const Timestamp& to) {
+  return Seconds(ToTime(to) - ToTime(from));
 }
 
 // "+1.250s" after the rollout's start (absolute when there is no start).
 std::string Relative(const v1::RolloutRecord& r, const Timestamp& t) {
   if (!r.has_start_time()) return TimeUtil::ToString(t);
-  const int64_t d = TimestampToUnixNs(t) - TimestampToUnixNs(r.start_time());
-  return d < 0 ? absl::StrCat("-", Seconds(-d)) : absl::StrCat("+", Seconds(d));
+  const absl::Duration d = ToTime(t) - ToTime(r.start_time());
+  return d < absl::ZeroDuration() ? Seconds(d) : absl::StrCat("+", Seconds(d));
 }
 
 std::string Lower(const std::string& enum_name) {
@@ -104,7 +118,7 @@ struct Group {
   uint32_t phase_index = 0;
   std::string phase, protocol, destination;
   uint64_t count = 0;
-  int64_t first = 0, last = 0;
+  absl::Time first, last;
   Timestamp first_time, last_time;
   std::set<std::string> reasons, rules, names;
   std::vector<std::string> processes;  // first process of each command
@@ -119,8 +133,8 @@ std::vector<Group> GroupAttempts(const v1::RolloutRecord& r,
     const std::string proto = a.overflow() ? "*" : a.protocol();
     const std::string dest = Destination(a);
     Group& g = groups[{a.phase_index(), proto, dest}];
-    const int64_t first = TimestampToUnixNs(a.first_time());
-    const int64_t last = TimestampToUnixNs(a.last_time());
+    const absl::Time first = ToTime(a.first_time());
+    const absl::Time last = ToTime(a.last_time());
     if (g.count == 0 || first < g.first) {
       g.first = first;
       g.first_time = a.first_time();
@@ -179,9 +193,7 @@ void Header(const v1::RolloutRecord& r, std::string* out) {
   std::string time = TimeUtil::ToString(r.start_time());
   if (r.has_end_time()) {
     absl::StrAppend(&time, " .. ", TimeUtil::ToString(r.end_time()), " (",
-                    Seconds(TimestampToUnixNs(r.end_time()) -
-                            TimestampToUnixNs(r.start_time())),
-                    ")");
+                    Between(r.start_time(), r.end_time()), ")");
   } else {
     absl::StrAppend(&time, " .. (no end: not finalized)");
   }
@@ -228,8 +240,7 @@ void Phases(const v1::RolloutRecord& r, std::string* out) {
     std::string end = "-", duration = "-";
     if (s.has_end_time()) {
       end = Relative(r, s.end_time());
-      duration = Seconds(TimestampToUnixNs(s.end_time()) -
-                         TimestampToUnixNs(s.start_time()));
+      duration = Between(s.start_time(), s.end_time());
     }
     t.Add(
         {absl::StrCat(i), s.name(),
