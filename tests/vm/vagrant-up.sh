@@ -8,11 +8,11 @@
 #   vagrant-up.sh SOURCE_DIR BUILD_DIR STATE_DIR
 #
 # It runs only with SANDFENCE_VAGRANT=1: cold, it takes about half an hour
-# on a 2-core machine without usable KVM (see vagrant/README.md), more than
-# CI's budget; without it, it says SKIPPED with that reason. With it, a
-# missing tool is a failure. Vagrant's state (its boxes, the machine) lives
-# in STATE_DIR; the box itself is cached in SANDFENCE_VAGRANT_CACHE
-# (default /var/cache/sandfence-vagrant).
+# on a 2-core machine without usable KVM, 6 minutes with the box cached (see
+# vagrant/README.md), more than CI's budget allows; without it, it says
+# SKIPPED with that reason. With it, a missing tool is a failure. Vagrant's
+# state (its boxes, the machine) lives in STATE_DIR; the box itself is
+# cached in SANDFENCE_VAGRANT_CACHE (default /var/cache/sandfence-vagrant).
 #
 # Exit status: 0 passed, 77 skipped (the reason after SANDFENCE_VAGRANT_SKIP:),
 # anything else failed.
@@ -46,9 +46,9 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", b - a }'; }
 
 if [ "${SANDFENCE_VAGRANT:-}" != 1 ]; then
 	echo "SANDFENCE_VAGRANT_SKIP: the Vagrant workflow runs only with SANDFENCE_VAGRANT=1:" \
-		"cold (box built from Debian's archive, VM under TCG) it takes about 30 minutes on" \
-		"a 2-core machine, about 10 with the box cached, beyond CI's budget (see" \
-		"vagrant/README.md); it needs root and the packages: $PACKAGES"
+		"cold it takes about 30 minutes on a 2-core machine without usable KVM (21 of them" \
+		"building the box from Debian's archive), 6 with the box cached, beyond CI's budget" \
+		"(see vagrant/README.md); it needs root and the packages: $PACKAGES"
 	exit "$SKIP_STATUS"
 fi
 [ "$(id -u)" -eq 0 ] || skip_or_fail "needs root (the box build uses loop devices and chroot; libvirt's system instance)"
