@@ -854,8 +854,10 @@ int main(int argc, char **argv)
 		return report(fd);
 	}
 	if (!strcmp(a, "ptrace32-seize") && argc == 3) {
-		long rc = syscall32(26 /* ia32 ptrace */, PTRACE_SEIZE,
-				    atoi(argv[2]), 0);
+		/* data (esi) is PTRACE_SEIZE's options: left unset, whatever
+		 * the register held could make the kernel answer EIO. */
+		long rc = syscall32_4(26 /* ia32 ptrace */, PTRACE_SEIZE,
+				      atoi(argv[2]), 0, 0);
 
 		if (rc == 0)
 			ptrace(PTRACE_DETACH, atoi(argv[2]), NULL, NULL);

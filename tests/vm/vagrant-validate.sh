@@ -15,6 +15,8 @@ mkdir -p "$2"
 export VAGRANT_HOME="$2/home"
 export VAGRANT_DOTFILE_PATH="$2/dotfile"
 export VAGRANT_CHECKPOINT_DISABLE=1
+# Validation needs no KVM probe (vagrant/libvirt-driver.sh boots a kernel).
+export SANDFENCE_LIBVIRT_DRIVER="${SANDFENCE_LIBVIRT_DRIVER:-qemu}"
 cd "$1"
 # Neither provider plugin (libvirt, VirtualBox) is installed here, so their
 # blocks are left out of the check; everything else, provisioners included,
