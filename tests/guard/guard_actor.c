@@ -427,8 +427,10 @@ int main(int argc, char **argv)
 		return report(fd);
 	}
 	if (!strcmp(a, "ptrace32-seize") && argc == 3) {
-		long rc = syscall32(26 /* ia32 ptrace */, PTRACE_SEIZE,
-				    atoi(argv[2]), 0);
+		/* data (esi) too: PTRACE_SEIZE takes its options from it, and
+		 * whatever the register held made 6.12 refuse with EIO. */
+		long rc = syscall32_4(26 /* ia32 ptrace */, PTRACE_SEIZE,
+				      atoi(argv[2]), 0, 0);
 
 		if (rc == 0)
 			ptrace(PTRACE_DETACH, atoi(argv[2]), NULL, NULL);
