@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "guard/guard_types.h"
 #include "guard_fixture.h"
+#include "support/host_probe.h"
 #include "support/test_env.h"
 
 namespace sandfence::guard_test {
@@ -62,6 +63,7 @@ std::string ProcField(pid_t pid, const std::string& file,
 // the write does not land. docs/guard.md says what this relies on.
 TEST(SignalLimits, ProcessVmWritevDoesNotLand) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -83,6 +85,7 @@ TEST(SignalLimits, ProcessVmWritevDoesNotLand) {
 // end up running, not stopped.
 TEST(SignalLimits, PtraceAttachLeavesTheTargetRunning) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -117,6 +120,7 @@ TEST(SignalLimits, PtraceAttachLeavesTheTargetRunning) {
 // PTRACE_SEIZE stops nothing: the target keeps running, untraced.
 TEST(SignalLimits, PtraceSeizeLeavesTheTargetRunning) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -136,6 +140,7 @@ TEST(SignalLimits, PtraceSeizeLeavesTheTargetRunning) {
 // the verdict on the last, gated read is still a kill.
 TEST(SignalLimits, AFullRingBufferCostsEventsNeverTheVerdict) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -166,6 +171,7 @@ TEST(SignalLimits, AFullRingBufferCostsEventsNeverTheVerdict) {
 // environ, and is killed for it in signal mode: docs/guard.md.)
 TEST(SignalLimits, AnAgentsPsAuxSurvives) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   w->RunPsAux(kAgentUid);
