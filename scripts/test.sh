@@ -11,10 +11,17 @@ cd "$(dirname "$0")/.."
 cd build
 # Tests run one at a time: many attach BPF programs and create cgroups, and
 # the machine has two cores.
-ctest --output-on-failure --timeout 600 "$@"
+#
+# The VM suite's kernel x suite table (tests/vm) comes last, whatever the
+# result, so the log shows it even when every test passed.
+rm -f vm-matrix.txt
+status=0
+ctest --output-on-failure --timeout 600 "$@" || status=$?
+[ ! -f vm-matrix.txt ] || cat vm-matrix.txt
 cd ..
 if [ "${SANDFENCE_NO_SANITIZE:-0}" = 1 ]; then
 	echo "test: SKIPPED the sanitizer build and fuzzing (SANDFENCE_NO_SANITIZE=1)"
 else
-	./scripts/sanitize.sh
+	./scripts/sanitize.sh || status=$?
 fi
+exit "$status"

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "common/status.h"
 #include "egress/net_event.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
@@ -27,6 +28,7 @@ class EgressE2eTest : public ::testing::Test {
   void SetUp() override {
     SANDFENCE_REQUIRE_ROOT();
     SANDFENCE_REQUIRE_HOST(HostIpv6Loopback());
+    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
     // Loaded once, in a test (not SetUpTestSuite) so that a kernel that
     // refuses the programs fails every case instead of skipping them.
     if (!controller_) {
@@ -361,6 +363,21 @@ TEST_F(EgressE2eTest, FullRingBufferNeverChangesAVerdictAndLossIsCounted) {
   EXPECT_GT(counters->events_lost, 0u);
   EXPECT_GT(received, 0u);
   EXPECT_EQ(received + counters->events_lost, static_cast<uint64_t>(kAttempts));
+}
+
+// An older kernel (Debian 11's 5.10 in the VM suite) is refused before
+// anything is attached, as rejected, with the reason: never half-enforced.
+TEST(EgressKernel, AKernelWithoutWhatTheProgramsNeedIsRejected) {
+  SANDFENCE_REQUIRE_ROOT();
+  if (HostKernelRunsEgress().ok()) {
+    GTEST_SKIP() << "this kernel runs the egress programs";
+  }
+  auto c = EgressController::Create(PrivateHost());
+  ASSERT_FALSE(c.ok()) << "the kernel lacks "
+                       << HostKernelRunsEgress().message();
+  EXPECT_EQ(RefusalOf(c.status()), Refusal::kRejected) << c.status();
+  EXPECT_NE(c.status().message().find("this kernel"), std::string::npos)
+      << "the refusal must say it is the kernel: " << c.status();
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ std::string ProcField(pid_t pid, const std::string& file,
 // the write does not land. docs/guard.md says what this relies on.
 TEST(SignalLimits, ProcessVmWritevDoesNotLand) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -98,6 +99,7 @@ TEST(SignalLimits, ProcessVmWritevDoesNotLand) {
 // end up running, not stopped.
 TEST(SignalLimits, PtraceAttachLeavesTheTargetRunning) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -132,6 +134,7 @@ TEST(SignalLimits, PtraceAttachLeavesTheTargetRunning) {
 // PTRACE_SEIZE stops nothing: the target keeps running, untraced.
 TEST(SignalLimits, PtraceSeizeLeavesTheTargetRunning) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -151,6 +154,7 @@ TEST(SignalLimits, PtraceSeizeLeavesTheTargetRunning) {
 // the verdict on the last, gated read is still a kill.
 TEST(SignalLimits, AFullRingBufferCostsEventsNeverTheVerdict) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -278,6 +282,7 @@ TEST(SignalLimits, AllowedIoUringFixedFileOpensAreNotSeen) {
 // environ, and is killed for it in signal mode: docs/guard.md.)
 TEST(SignalLimits, AnAgentsPsAuxSurvives) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   w->RunPsAux(kAgentUid);

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "guard_fixture.h"
+#include "support/host_probe.h"
 #include "support/test_env.h"
 
 namespace sandfence::guard_test {
@@ -18,6 +19,7 @@ class SignalScenario : public ::testing::TestWithParam<Scenario> {};
 
 TEST_P(SignalScenario, Enforced) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   absl::StatusOr<GuardWorld*> world = GuardWorld::Get(Enforcer::kSignal);
   ASSERT_TRUE(world.ok()) << world.status();
   (*world)->Run(GetParam(), GetParam().signal);

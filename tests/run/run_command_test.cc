@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "common/cgroup.h"
 #include "gtest/gtest.h"
+#include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
 
@@ -101,6 +102,11 @@ Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0,
   return r;
 }
 
+// `sandfence run` loads the egress programs in every mode: on a kernel that
+// cannot run them, every run is refused (KernelWithoutEgressIsRefused), and
+// the cases that run a command skip with the reason.
+#define REQUIRE_KERNEL_FOR_RUN() SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress())
+
 class RunCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -117,6 +123,7 @@ class RunCommandTest : public ::testing::Test {
 };
 
 TEST_F(RunCommandTest, ReturnsTheCommandsExitStatus) {
+  REQUIRE_KERNEL_FOR_RUN();
   EXPECT_EQ(Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
                        "exit 7"})
                 .status,
@@ -128,6 +135,7 @@ TEST_F(RunCommandTest, ReturnsTheCommandsExitStatus) {
 }
 
 TEST_F(RunCommandTest, AllowsTheModelAndDeniesTheRestWithASummary) {
+  REQUIRE_KERNEL_FOR_RUN();
   Result ok = Sandfence({"run", "--network-access", "model_only", "--model",
                          model_url_, "--", "bash", "-c",
                          Connect("127.0.0.2", model_.port)});
@@ -161,6 +169,22 @@ TEST_F(RunCommandTest, RefusedPolicyExits78BeforeAnythingStarts) {
   EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran";
 }
 
+TEST_F(RunCommandTest, KernelWithoutEgressIsRefused) {
+  if (HostKernelRunsEgress().ok()) {
+    GTEST_SKIP() << "this kernel runs the egress programs";
+  }
+  std::string marker = absl::StrCat("/tmp/sandfence-run-test-", getpid());
+  unlink(marker.c_str());
+  Result r =
+      Sandfence({"run", "--network-access", "inherit", "--", "touch", marker});
+  EXPECT_EQ(r.status, 78) << "rejected: the kernel lacks "
+                          << HostKernelRunsEgress().message() << "\n"
+                          << r.err;
+  EXPECT_NE(r.err.find("this kernel"), std::string::npos) << r.err;
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran";
+  unlink(marker.c_str());
+}
+
 TEST_F(RunCommandTest, UsageErrorsExit64) {
   EXPECT_EQ(Sandfence({"run", "--network-access", "model_only"}).status, 64);
   EXPECT_EQ(Sandfence({"run", "--netns", "sideways", "--", "true"}).status, 64);
@@ -188,6 +212,7 @@ void ExpectNoSandboxCgroupsLeft() {
 }
 
 TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
+  REQUIRE_KERNEL_FOR_RUN();
   const std::string marker =
       absl::StrCat("/tmp/sandfence-run-started-", getpid());
   unlink(marker.c_str());
@@ -204,6 +229,7 @@ TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
 }
 
 TEST_F(RunCommandTest, TermWhileSettingUpStopsBeforeTheCommandStarts) {
+  REQUIRE_KERNEL_FOR_RUN();
   const std::string marker = absl::StrCat("/tmp/sandfence-run-ran-", getpid());
   unlink(marker.c_str());
   // Sent as soon as sandfence blocks SIGTERM, which it does before it loads
@@ -220,6 +246,7 @@ TEST_F(RunCommandTest, TermWhileSettingUpStopsBeforeTheCommandStarts) {
 }
 
 TEST_F(RunCommandTest, UserAndPrivateNetns) {
+  REQUIRE_KERNEL_FOR_RUN();
   Result who = Sandfence({"run", "--network-access", "inherit", "--user",
                           "65534:65534", "--", "id", "-u"});
   EXPECT_EQ(who.status, 0) << who.err;
@@ -260,6 +287,7 @@ class ForeignProcess {
 };
 
 TEST_F(RunCommandTest, ProcessGuardStopsReadingEnvironOutsideTheSandbox) {
+  REQUIRE_KERNEL_FOR_RUN();
   ForeignProcess target;
   ASSERT_GT(target.pid(), 0);
   Result r = Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
@@ -277,6 +305,7 @@ TEST_F(RunCommandTest, ProcessGuardStopsReadingEnvironOutsideTheSandbox) {
 }
 
 TEST_F(RunCommandTest, GuardOffLeavesProcUntouched) {
+  REQUIRE_KERNEL_FOR_RUN();
   ForeignProcess target;
   ASSERT_GT(target.pid(), 0);
   Result r = Sandfence({"run", "--network-access", "inherit", "--guard", "off",
@@ -289,6 +318,7 @@ TEST_F(RunCommandTest, GuardOffLeavesProcUntouched) {
 }
 
 TEST_F(RunCommandTest, RootCommandCannotTouchBpfOrRawSockets) {
+  REQUIRE_KERNEL_FOR_RUN();
   // Without CAP_BPF / CAP_SYS_ADMIN the command cannot rewrite or detach
   // the maps and links that enforce its sandbox; setuid cannot restore them.
   Result r = Sandfence(
@@ -316,6 +346,7 @@ TEST_F(RunCommandTest, RootCommandCannotTouchBpfOrRawSockets) {
 }
 
 TEST_F(RunCommandTest, InheritedSocketsAreClosed) {
+  REQUIRE_KERNEL_FOR_RUN();
   // A descriptor the caller leaves open (no CLOEXEC) must not reach the
   // command: its socket would belong to the caller's cgroup.
   int leaked = socket(AF_INET, SOCK_DGRAM, 0);  // no SOCK_CLOEXEC

@@ -1,6 +1,8 @@
 #include "support/host_probe.h"
 
 #include <arpa/inet.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
 #include <linux/io_uring.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -89,7 +91,77 @@ absl::Status ProbeYama() {
       ": Yama refuses ptrace to processes without CAP_SYS_PTRACE"));
 }
 
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
+// Whether the kernel knows a BPF helper, asked of the verifier by libbpf
+// (a helper id the kernel lacks is "invalid func unknown#N" there).
+absl::Status ProbeHelper(bpf_prog_type type, bpf_func_id id, const char* name,
+                         const char* since) {
+  const int r = libbpf_probe_bpf_helper(type, id, nullptr);
+  if (r == 1) return absl::OkStatus();
+  if (r == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("this kernel has no ", name, " helper (", since, ")"));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("cannot probe the ", name, " helper: ", std::strerror(-r)));
+}
+
+absl::Status ProbeEgressKernel() {
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  uint64_t cookie = 0;
+  socklen_t len = sizeof(cookie);
+  if (!s ||
+      ::getsockopt(s.get(), SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("this kernel has no SO_NETNS_COOKIE socket option "
+                     "(Linux 5.14+): ",
+                     std::strerror(errno)));
+  }
+  return ProbeHelper(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BPF_FUNC_loop, "bpf_loop",
+                     "Linux 5.17+");
+}
+
+absl::Status ProbeSignalEnforcerKernel() {
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (vmlinux == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("no kernel BTF: ", std::strerror(errno)));
+  }
+  std::string missing;
+  int n = 0;
+  for (const char* kfunc : {"bpf_task_from_vpid", "bpf_send_signal_task"}) {
+    if (btf__find_by_name_kind(vmlinux, kfunc, BTF_KIND_FUNC) < 0) {
+      absl::StrAppend(&missing, n++ == 0 ? "" : " and ", kfunc);
+    }
+  }
+  btf__free(vmlinux);
+  if (n == 0) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "this kernel has no ", missing, n == 1 ? " kfunc" : " kfuncs",
+      " (Linux 6.13+), which the signal enforcer calls"));
+}
+
 }  // namespace
+
+const absl::Status& HostKernelRunsEgress() {
+  static const absl::Status s = ProbeEgressKernel();
+  return s;
+}
+
+const absl::Status& HostKernelRunsLsmEnforcer() {
+  static const absl::Status s =
+      ProbeHelper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_get_current_task_btf,
+                  "bpf_get_current_task_btf", "Linux 5.11+");
+  return s;
+}
+
+const absl::Status& HostKernelRunsSignalEnforcer() {
+  static const absl::Status s = ProbeSignalEnforcerKernel();
+  return s;
+}
 
 const absl::Status& HostYamaAllowsPtrace() {
   static const absl::Status s = ProbeYama();

@@ -28,6 +28,21 @@ const absl::Status& HostIpv6Loopback();
 // non-root test actor's ptrace is refused by Yama before sandfence sees it.
 const absl::Status& HostYamaAllowsPtrace();
 
+// The kernel has what sandfence's egress programs need: the SO_NETNS_COOKIE
+// socket option (Linux 5.14+) and the bpf_loop helper (5.17+). Where it
+// lacks them, sandfence refuses egress (tested as such); cases that need
+// egress to run skip with this reason. Probed independently of the
+// controller, so a controller that refuses a capable kernel still fails.
+const absl::Status& HostKernelRunsEgress();
+
+// The kernel has the bpf_get_current_task_btf helper (Linux 5.11+) that the
+// lsm enforcer's programs call, beyond running BPF LSM at all (ProbeBpfLsm).
+const absl::Status& HostKernelRunsLsmEnforcer();
+
+// The kernel has the bpf_task_from_vpid and bpf_send_signal_task kfuncs
+// (Linux 6.13+) that the signal enforcer's programs call.
+const absl::Status& HostKernelRunsSignalEnforcer();
+
 }  // namespace sandfence::testing
 
 // Skips the current test with the probe's reason when the host lacks it.

@@ -75,6 +75,22 @@ run_gtests() {
 		counts=$(grep -E '^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?' "$out" |
 			sed -E 's/^\[ *([A-Z]+) *\] ([0-9]+) tests?.*/\2 \1/' | tr 'A-Z\n' 'a-z,' |
 			sed 's/,$//; s/,/, /g')
+		# For the host's kernel x suite table: the counts, and each skip
+		# with the first lines of its reason.
+		awk -v m="$MARKER" -v name="$name" -v st="$st" '
+			/^\[  PASSED  \] [0-9]+ test/ { p = $4 }
+			/^\[  SKIPPED \] [0-9]+ test/ { s = $4 }
+			/^\[  FAILED  \] [0-9]+ test/ { f = $4 }
+			/^\[ RUN      \] / { t = $4; why = ""; inskip = 0; next }
+			/(^|: )Skipped$/ { inskip = 1; next }
+			/^\[  SKIPPED \] / && $4 == t {
+				gsub(/[ \t]+/, " ", why)
+				print m ":skip " name " " t " " (why == "" ? "(no reason given)" : substr(why, 1, 300))
+				inskip = 0; t = ""; next
+			}
+			inskip && NF { why = why (why == "" ? "" : " ") $0 }
+			END { print m ":suite " name " " st " " p + 0 " " s + 0 " " f + 0 }
+		' "$out"
 		if [ "$st" -eq 0 ]; then
 			summary="$summary  $name: ok ($counts)\n"
 		else

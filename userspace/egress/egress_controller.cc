@@ -104,6 +104,23 @@ absl::Status LoadError(int err, absl::string_view what) {
       "log above says why"));
 }
 
+// Whether cgroup_skb programs may call bpf_get_netns_cookie (Linux 6.14+),
+// found by loading one that does. libbpf_probe_bpf_helper() is not enough:
+// it takes any verifier message but "unknown func" for a yes, and 6.12 says
+// "program of this type cannot use helper", so the real program then failed
+// to load there.
+bool SkbHasNetnsCookie() {
+  // {code, dst_reg, src_reg, off, imm}; r1 is the context at entry.
+  const bpf_insn insns[] = {
+      {BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_get_netns_cookie},
+      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 1},  // return 1 (pass)
+      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+  };
+  UniqueFd fd(bpf_prog_load(BPF_PROG_TYPE_CGROUP_SKB, "sf_probe_cookie", "GPL",
+                            insns, sizeof(insns) / sizeof(insns[0]), nullptr));
+  return static_cast<bool>(fd);
+}
+
 
 // Deletes every key of a rule map whose generation field is `generation`.
 // Keys are collected first: deleting while walking restarts the walk.
@@ -198,6 +215,12 @@ absl::StatusOr<uint64_t> CurrentNetnsCookie() {
   uint64_t cookie = 0;
   socklen_t len = sizeof(cookie);
   if (::getsockopt(s.get(), SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0) {
+    if (errno == ENOPROTOOPT) {
+      return Rejected(
+          "this kernel has no SO_NETNS_COOKIE socket option (Linux 5.14+): "
+          "the egress programs need the host's network namespace cookie to "
+          "tell it from a sandbox's own");
+    }
     return ErrnoError(errno, "getsockopt(SO_NETNS_COOKIE)");
   }
   return cookie;
@@ -265,8 +288,7 @@ absl::Status EgressController::LoadOrOpen() {
   if (!cookie.ok()) return cookie.status();
   skel->rodata->sf_host_netns = *cookie;
   skel->rodata->sf_skb_has_netns_cookie =
-      libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB,
-                              BPF_FUNC_get_netns_cookie, nullptr) == 1;
+SkbHasNetnsCookie();
   if (host_->pinned()) {
     if (absl::Status s = MakeDirs(host_->PinPath("maps")); !s.ok()) return s;
     // libbpf reuses a compatible pinned map of the same name, or creates

@@ -54,28 +54,57 @@ class LibbpfLogCapture {
 
   // The first libbpf warning (often the kernel's reason).
   const std::string& first_line() const { return first_line_; }
+  // The verifier's own reason for the first refused program: the last line
+  // of its log before the statistics ("invalid func unknown#158" where a
+  // helper is missing). Empty if no program was refused.
+  const std::string& verifier_reason() const { return verifier_reason_; }
 
  private:
   static int Print(enum libbpf_print_level level, const char* format,
                    va_list args) {
     if (level == LIBBPF_DEBUG) return 0;
     if (active_ == nullptr) return std::vfprintf(stderr, format, args);
-    char line[512];
-    std::vsnprintf(line, sizeof(line), format, args);
-    absl::string_view s(line);
-    absl::ConsumePrefix(&s, "libbpf: ");
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) {
-      s.remove_suffix(1);
+    // The verifier's log comes in one message, often longer than a line.
+    va_list copy;
+    va_copy(copy, args);
+    const int n = std::vsnprintf(nullptr, 0, format, copy);
+    va_end(copy);
+    if (n <= 0) return 0;
+    std::string text(static_cast<size_t>(n) + 1, '\0');
+    std::vsnprintf(text.data(), text.size(), format, args);
+    text.resize(static_cast<size_t>(n));
+    if (active_->verifier_reason_.empty()) {
+      active_->verifier_reason_ = VerifierReason(text);
     }
+    absl::string_view s(text);
+    s = s.substr(0, s.find('\n'));
+    absl::ConsumePrefix(&s, "libbpf: ");
+    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
     if (!s.empty() && active_->first_line_.empty()) {
       active_->first_line_ = std::string(s);
     }
     return 0;
   }
 
+  static std::string VerifierReason(absl::string_view text) {
+    const size_t begin = text.find("-- BEGIN PROG LOAD LOG --\n");
+    if (begin == absl::string_view::npos) return "";
+    absl::string_view log = text.substr(begin);
+    log.remove_prefix(log.find('\n') + 1);
+    size_t end = log.find("\nprocessed ");
+    if (end == absl::string_view::npos) end = log.find("-- END PROG LOAD LOG");
+    if (end == absl::string_view::npos) return "";
+    log = log.substr(0, end);
+    while (!log.empty() && log.back() == '\n') log.remove_suffix(1);
+    const size_t last = log.rfind('\n');
+    return std::string(last == absl::string_view::npos ? log
+                                                       : log.substr(last + 1));
+  }
+
   static thread_local LibbpfLogCapture* active_;
   LibbpfLogCapture* previous_ = nullptr;
   std::string first_line_;
+  std::string verifier_reason_;
 };
 
 thread_local LibbpfLogCapture* LibbpfLogCapture::active_ = nullptr;
@@ -84,7 +113,9 @@ absl::Status LoadError(int err, absl::string_view what,
                        const LibbpfLogCapture* log) {
   std::string detail = std::strerror(err);
   if (log != nullptr && !log->first_line().empty()) {
-    absl::StrAppend(&detail, " (libbpf: ", log->first_line(), ")");
+    absl::StrAppend(&detail, " (libbpf: ", log->first_line(),
+                    log->verifier_reason().empty() ? "" : "; the verifier: ",
+                    log->verifier_reason(), ")");
   }
   if ((err == EPERM || err == EACCES) && ::geteuid() != 0) {
     return absl::PermissionDeniedError(
