@@ -209,6 +209,7 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   }
   absl::StatusOr<UniqueFd> listen_fd = Listen(path);
   if (!listen_fd.ok()) return listen_fd.status();
+  if (absl::Status s = (*manager)->Protect(path); !s.ok()) return s;
 
   std::vector<std::string> adopted = (*manager)->AdoptAndStart();
   if (!adopted.empty()) {

@@ -201,6 +201,14 @@ absl::StatusOr<std::unique_ptr<RolloutManager>> RolloutManager::Create(
       new RolloutManager(std::move(options), *std::move(kernel),
                          *std::move(store)));
   if (absl::Status s = MakeDirs(m->options_.records_dir); !s.ok()) return s;
+  // Out of every guarded sandbox's reach: a root agent must not rewrite
+  // the state a successor adopts, its own record, or the policies.
+  for (const std::string* dir :
+       {&m->options_.state_dir, &m->options_.records_dir,
+        &m->options_.policy_dir}) {
+    if (dir->empty() || ::access(dir->c_str(), F_OK) != 0) continue;
+    if (absl::Status s = m->Protect(*dir); !s.ok()) return s;
+  }
   m->cgroup_parent_ = m->options_.cgroup_parent;
   if (m->cgroup_parent_.empty()) {
     absl::StatusOr<std::string> mount = FindCgroup2Mount();
@@ -222,6 +230,14 @@ absl::StatusOr<std::unique_ptr<RolloutManager>> RolloutManager::CreateWith(
                           ? "/sys/fs/cgroup/sandfence"
                           : m->options_.cgroup_parent;
   return m;
+}
+
+absl::Status RolloutManager::Protect(const std::string& path) {
+  absl::Status s = enforcement_->Protect(path);
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat("protect ", path, " from sandboxes: ",
+                                   s.message()));
 }
 
 RolloutManager::~RolloutManager() {

@@ -90,6 +90,11 @@ class RolloutManager {
   // Over any enforcement (tests). The manager owns it.
   static absl::StatusOr<std::unique_ptr<RolloutManager>> CreateWith(
       ManagerOptions options, std::unique_ptr<HostEnforcement> enforcement);
+  // Keeps a file of the daemon's (its socket) out of every guarded
+  // sandbox's reach (HostEnforcement::Protect); the state, records and
+  // policy directories are protected at creation.
+  absl::Status Protect(const std::string& path);
+
   // Stops the event thread. Open rollouts stay enforced (pinned) for the
   // next daemon; nothing is detached.
   ~RolloutManager();

@@ -75,6 +75,13 @@ class HostEnforcement {
   virtual absl::StatusOr<uint64_t> RemoveGuard(uint64_t cgroup_id) = 0;
   virtual absl::Status AdoptGuard(uint64_t cgroup_id) = 0;
   virtual absl::StatusOr<uint64_t> GuardEventsLost(uint64_t cgroup_id) = 0;
+  // Keeps a file-system object of sandfence's (its state or records
+  // directory, its socket) and everything under it out of every guarded
+  // sandbox's reach: no unlink, rename, write, chmod or connect. Applied
+  // now if the guard is loaded, else when it loads; the pin root is always
+  // protected. For objects that live as long as the host's sandfence does
+  // (inodes are reused: a short-lived file is not for this).
+  virtual absl::Status Protect(const std::string& path) = 0;
 
   // --- survivors ---
   // Processes that used the host's state and died without leaving.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "guard/guard_protect.h"
 
 namespace sandfence {
 
@@ -196,8 +197,34 @@ GuardController* KernelEnforcement::PinnedGuard() {
       GuardController::Create(host_.get(), GuardMode::kAuto);
   if (!g.ok()) return nullptr;
   guard_.emplace(*std::move(g));
-  if (!RebuildEventSource().ok()) return nullptr;
+  if (!GuardLoaded().ok()) return nullptr;
   return &*guard_;
+}
+
+absl::Status KernelEnforcement::GuardLoaded() {
+  if (absl::Status s = RebuildEventSource(); !s.ok()) return s;
+  if (host_->pinned()) {
+    if (absl::Status s = guard_->Protect(host_->pin_root()); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("protect the pins: ",
+                                                 s.message()));
+    }
+  }
+  for (const std::string& path : protected_) {
+    if (absl::Status s = guard_->Protect(path); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KernelEnforcement::Protect(const std::string& path) {
+  absl::MutexLock lock(&guard_mu_);
+  if (guard_) {
+    if (absl::Status s = guard_->Protect(path); !s.ok()) return s;
+  } else if (absl::StatusOr<ProtectedChain> chain = ResolveProtected(path);
+             !chain.ok()) {
+    return chain.status();  // a bad path is an error now, not later
+  }
+  protected_.push_back(path);
+  return absl::OkStatus();
 }
 
 absl::Status KernelEnforcement::RebuildEventSource() {
@@ -220,7 +247,7 @@ absl::StatusOr<GuardInfo> KernelEnforcement::PrepareGuard(GuardMode mode) {
         GuardController::Create(host_.get(), mode);
     if (!made.ok()) return made.status();
     guard_.emplace(*std::move(made));
-    if (absl::Status s = RebuildEventSource(); !s.ok()) return s;
+    if (absl::Status s = GuardLoaded(); !s.ok()) return s;
   }
   if (mode == GuardMode::kLsm && guard_->enforcer() != Enforcer::kLsm) {
     return Rejected(absl::StrCat(

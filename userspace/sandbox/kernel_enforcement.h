@@ -52,6 +52,7 @@ class KernelEnforcement : public HostEnforcement {
   absl::StatusOr<uint64_t> RemoveGuard(uint64_t cgroup_id) override;
   absl::Status AdoptGuard(uint64_t cgroup_id) override;
   absl::StatusOr<uint64_t> GuardEventsLost(uint64_t cgroup_id) override;
+  absl::Status Protect(const std::string& path) override;
 
   std::vector<DeadDriver> DeadDrivers() override;
   std::vector<OrphanSandbox> Orphans() override;
@@ -84,8 +85,13 @@ class KernelEnforcement : public HostEnforcement {
   std::unique_ptr<EgressController> egress_;
   EventHub hub_;
 
+  // A guard just loaded or opened: the event source reads its ring, and
+  // sandfence's own objects are protected.
+  absl::Status GuardLoaded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_mu_);
+
   absl::Mutex guard_mu_;
   std::optional<GuardController> guard_ ABSL_GUARDED_BY(guard_mu_);
+  std::vector<std::string> protected_ ABSL_GUARDED_BY(guard_mu_);
 
   absl::Mutex source_mu_;
   std::unique_ptr<KernelEventSource> source_ ABSL_GUARDED_BY(source_mu_);
