@@ -755,6 +755,20 @@ TEST_F(DaemonReachTest, FindingInvalidUtf8IsInvalidArgumentNamingTheField) {
                      "policy_text"});
   }
   {
+    // A string deep in a message: named by its path.
+    v1::StartRolloutRequest r = Request("utf8-2");
+    v1::PolicySet* set = r.mutable_policy_set();
+    set->set_name("ok");
+    set->add_phase()->set_name("first");
+    set->add_phase()->set_name(bad);
+    cases.push_back({"StartRollout.policy_set.phase[1].name",
+                     [stub, r](grpc::ClientContext* c) {
+                       v1::StartRolloutResponse o;
+                       return stub->StartRollout(c, r, &o);
+                     },
+                     "policy_set.phase[1].name"});
+  }
+  {
     v1::StartRolloutRequest r = Request("utf8-2");
     r.set_initial_phase(bad);
     cases.push_back({"StartRollout.initial_phase",
@@ -829,6 +843,7 @@ TEST_F(DaemonReachTest, FindingInvalidUtf8IsInvalidArgumentNamingTheField) {
         << "\"";
     EXPECT_THAT(s.error_message(), HasSubstr(c.field)) << c.name;
     EXPECT_THAT(s.error_message(), HasSubstr("UTF-8")) << c.name;
+    EXPECT_THAT(s.error_message(), HasSubstr("x\\xff\\xfe")) << c.name;
   }
   // Nothing changed.
   v1::ListRolloutsResponse list = List();

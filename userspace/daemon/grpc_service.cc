@@ -1,22 +1,24 @@
 #include "daemon/grpc_service.h"
 
+#include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/status.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/unknown_field_set.h"
 
 namespace sandfence {
 namespace {
-
-template <typename T>
-grpc::Status Reply(const absl::StatusOr<T>& result, T* response) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *response = *result;
-  return grpc::Status::OK;
-}
 
 // Events for one watcher: filled on the reader thread, which must never
 // block, so a slow watcher loses events (counted) instead.
@@ -54,6 +56,199 @@ class EventQueue {
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Well-formed UTF-8 (no overlong forms, no surrogates, nothing past
+// U+10FFFF): what proto3 demands of a string field.
+bool IsValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+// The path of the first string field under `type` in `bytes` (raw wire
+// format) that is not UTF-8; empty if none is found.
+std::string FirstBadString(const std::string& bytes,
+                           const google::protobuf::Descriptor* type,
+                           const std::string& prefix, int depth,
+                           std::string* value) {
+  if (depth > 32) return "";
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(bytes)) return "";
+  std::vector<int> seen(static_cast<size_t>(type->field_count()), 0);
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const google::protobuf::UnknownField& f = fields.field(i);
+    if (f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+      continue;
+    }
+    const google::protobuf::FieldDescriptor* d =
+        type->FindFieldByNumber(f.number());
+    if (d == nullptr) continue;
+    std::string name = absl::StrCat(prefix, d->name());
+    if (d->is_repeated()) {
+      absl::StrAppend(&name, "[", seen[static_cast<size_t>(d->index())]++, "]");
+    }
+    if (d->type() == google::protobuf::FieldDescriptor::TYPE_STRING) {
+      if (!IsValidUtf8(f.length_delimited())) {
+        *value = f.length_delimited();
+        return name;
+      }
+    } else if (d->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
+      std::string inner =
+          FirstBadString(f.length_delimited(), d->message_type(),
+                         absl::StrCat(name, "."), depth + 1, value);
+      if (!inner.empty()) return inner;
+    }
+  }
+  return "";
+}
+
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  grpc::ByteBuffer copy(buffer);  // shares the slices
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!copy.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+grpc::Status Serialize(const google::protobuf::Message& m,
+                       grpc::ByteBuffer* out) {
+  bool own = false;
+  return grpc::SerializationTraits<google::protobuf::Message>::Serialize(m, out,
+                                                                         &own);
+}
+
+// A unary call: parsed here, then served on a thread of its own (a
+// callback must not block gRPC's threads; rollout calls may take seconds).
+template <typename Request, typename Response, typename Fn>
+grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* in,
+                                grpc::ByteBuffer* out, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto request = std::make_shared<Request>();
+  if (absl::Status s = ParseRequest(Flatten(*in), request.get()); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  std::thread([reactor, out, request, fn = std::move(fn)] {
+    absl::StatusOr<Response> result = fn(*request);
+    reactor->Finish(result.ok() ? Serialize(*result, out)
+                                : ToGrpcStatus(result.status()));
+  }).detach();
+  return reactor;
+}
+
+// WatchEvents: the rollout's decisions as they come, until it ends or the
+// watcher goes. One thread per watch writes, one write at a time.
+class WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  WatchReactor(RolloutManager* manager, const grpc::ByteBuffer* in)
+      : manager_(manager) {
+    if (absl::Status s = ParseRequest(Flatten(*in), &request_); !s.ok()) {
+      Finish(ToGrpcStatus(s));
+      return;
+    }
+    absl::StatusOr<uint64_t> id = manager_->Watch(
+        request_.rollout_id(),
+        [queue = queue_](const v1::RolloutEvent& e) { queue->Push(e); });
+    if (!id.ok()) {
+      Finish(ToGrpcStatus(id.status()));
+      return;
+    }
+    std::thread([this, id = *id] { Run(id); }).detach();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) stop_ = true;
+    cv_.notify_all();
+  }
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Run(uint64_t watch_id) {
+    bool open = true;
+    while (open && !Stopped()) {
+      // Checked before taking, so that the events of the rollout's last
+      // moments (drained at EndRollout) are still sent.
+      open = manager_->IsOpen(request_.rollout_id());
+      uint64_t missed = 0;
+      std::deque<v1::RolloutEvent> events =
+          queue_->Take(absl::Milliseconds(200), &missed);
+      if (missed > 0) manager_->CountWatchMissed(missed);
+      for (const v1::RolloutEvent& e : events) {
+        if (!Write(e)) break;
+      }
+    }
+    manager_->Unwatch(watch_id);
+    Finish(grpc::Status::OK);  // `this` may be gone after this
+  }
+  bool Stopped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+  // Writes one event and waits until it is sent; false once the watcher
+  // is gone.
+  bool Write(const v1::RolloutEvent& e) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stop_) return false;
+    buffer_.Clear();
+    if (!Serialize(e, &buffer_).ok()) return true;
+    writing_ = true;
+    lock.unlock();
+    StartWrite(&buffer_);
+    lock.lock();
+    cv_.wait(lock, [this] { return !writing_; });
+    return !stop_;
+  }
+
+  RolloutManager* manager_;
+  v1::WatchEventsRequest request_;
+  std::shared_ptr<EventQueue> queue_ = std::make_shared<EventQueue>();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool writing_ = false;
+  bool stop_ = false;
+  grpc::ByteBuffer buffer_;
+};
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -69,62 +264,70 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
-grpc::Status SandfenceService::StartRollout(grpc::ServerContext*,
-                                            const v1::StartRolloutRequest* req,
-                                            v1::StartRolloutResponse* resp) {
-  return Reply(manager_->Start(*req), resp);
+absl::Status ParseRequest(const std::string& bytes,
+                          google::protobuf::Message* message) {
+  if (message->ParseFromString(bytes)) return absl::OkStatus();
+  std::string value;
+  const std::string field =
+      FirstBadString(bytes, message->GetDescriptor(), "", 0, &value);
+  message->Clear();
+  if (!field.empty()) {
+    return Malformed(absl::StrCat(
+        field, " is not valid UTF-8 (\"",
+        absl::CHexEscape(absl::string_view(value).substr(0, 64)),
+        value.size() > 64 ? "...\"" : "\"", "); strings must be UTF-8"));
+  }
+  return Malformed(absl::StrCat("the request (", bytes.size(),
+                                " bytes) does not parse as a ",
+                                message->GetDescriptor()->full_name()));
 }
 
-grpc::Status SandfenceService::SetPhase(grpc::ServerContext*,
-                                        const v1::SetPhaseRequest* req,
-                                        v1::SetPhaseResponse* resp) {
-  return Reply(manager_->SetPhase(req->rollout_id(), req->phase()), resp);
+grpc::ServerUnaryReactor* SandfenceService::StartRollout(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::StartRolloutRequest, v1::StartRolloutResponse>(
+      context, request, response,
+      [m = manager_](const v1::StartRolloutRequest& r) { return m->Start(r); });
 }
 
-grpc::Status SandfenceService::EndRollout(grpc::ServerContext*,
-                                          const v1::EndRolloutRequest* req,
-                                          v1::EndRolloutResponse* resp) {
-  return Reply(manager_->End(req->rollout_id()), resp);
+grpc::ServerUnaryReactor* SandfenceService::SetPhase(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::SetPhaseRequest, v1::SetPhaseResponse>(
+      context, request, response, [m = manager_](const v1::SetPhaseRequest& r) {
+        return m->SetPhase(r.rollout_id(), r.phase());
+      });
 }
 
-grpc::Status SandfenceService::GetRecord(grpc::ServerContext*,
-                                         const v1::GetRecordRequest* req,
-                                         v1::GetRecordResponse* resp) {
-  return Reply(manager_->GetRecord(req->rollout_id()), resp);
+grpc::ServerUnaryReactor* SandfenceService::EndRollout(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::EndRolloutRequest, v1::EndRolloutResponse>(
+      context, request, response,
+      [m = manager_](const v1::EndRolloutRequest& r) {
+        return m->End(r.rollout_id());
+      });
+}
+
+grpc::ServerUnaryReactor* SandfenceService::GetRecord(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::GetRecordRequest, v1::GetRecordResponse>(
+      context, request, response,
+      [m = manager_](const v1::GetRecordRequest& r) {
+        return m->GetRecord(r.rollout_id());
+      });
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* SandfenceService::WatchEvents(
+    grpc::CallbackServerContext*, const grpc::ByteBuffer* request) {
+  return new WatchReactor(manager_, request);
 }
 
 grpc::Status SandfenceService::ListRollouts(grpc::ServerContext*,
                                             const v1::ListRolloutsRequest*,
                                             v1::ListRolloutsResponse* resp) {
   *resp = manager_->List();
-  return grpc::Status::OK;
-}
-
-grpc::Status SandfenceService::WatchEvents(
-    grpc::ServerContext* context, const v1::WatchEventsRequest* req,
-    grpc::ServerWriter<v1::RolloutEvent>* writer) {
-  auto queue = std::make_shared<EventQueue>();
-  absl::StatusOr<uint64_t> id =
-      manager_->Watch(req->rollout_id(),
-                      [queue](const v1::RolloutEvent& e) { queue->Push(e); });
-  if (!id.ok()) return ToGrpcStatus(id.status());
-  bool open = true;
-  while (open && !context->IsCancelled()) {
-    // Checked before taking, so that the events of the rollout's last
-    // moments (drained at EndRollout) are still sent.
-    open = manager_->IsOpen(req->rollout_id());
-    uint64_t missed = 0;
-    std::deque<v1::RolloutEvent> events =
-        queue->Take(absl::Milliseconds(200), &missed);
-    if (missed > 0) manager_->CountWatchMissed(missed);
-    for (const v1::RolloutEvent& e : events) {
-      if (!writer->Write(e)) {
-        open = false;
-        break;
-      }
-    }
-  }
-  manager_->Unwatch(*id);
   return grpc::Status::OK;
 }
 

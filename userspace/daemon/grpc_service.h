@@ -2,13 +2,21 @@
 // nothing else. The refusal class of a status is its gRPC code (absl and
 // gRPC share the numbering): INVALID_ARGUMENT malformed, FAILED_PRECONDITION
 // rejected, UNAVAILABLE transient.
+//
+// The methods whose requests carry strings take their request as bytes and
+// parse it here: gRPC's own parse answers a string that is not UTF-8
+// (proto3 refuses those) with INTERNAL and an empty message; here it is
+// INVALID_ARGUMENT naming the field.
 #ifndef SANDFENCE_DAEMON_GRPC_SERVICE_H_
 #define SANDFENCE_DAEMON_GRPC_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "daemon/rollout_manager.h"
+#include "google/protobuf/message.h"
 #include "sandfence/v1/daemon.grpc.pb.h"
 
 namespace sandfence {
@@ -16,28 +24,41 @@ namespace sandfence {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-class SandfenceService final : public v1::Sandfence::Service {
+// Parses a request's bytes into `message`. Malformed (INVALID_ARGUMENT)
+// when they do not parse, naming the first string field, by its path
+// ("policy_set.phase[1].name"), that is not valid UTF-8.
+absl::Status ParseRequest(const std::string& bytes,
+                          google::protobuf::Message* message);
+
+using SandfenceRawBase = v1::Sandfence::WithRawCallbackMethod_StartRollout<
+    v1::Sandfence::WithRawCallbackMethod_SetPhase<
+        v1::Sandfence::WithRawCallbackMethod_EndRollout<
+            v1::Sandfence::WithRawCallbackMethod_GetRecord<
+                v1::Sandfence::WithRawCallbackMethod_WatchEvents<
+                    v1::Sandfence::Service>>>>>;
+
+class SandfenceService final : public SandfenceRawBase {
  public:
   explicit SandfenceService(RolloutManager* manager) : manager_(manager) {}
 
-  grpc::Status StartRollout(grpc::ServerContext* context,
-                            const v1::StartRolloutRequest* request,
-                            v1::StartRolloutResponse* response) override;
-  grpc::Status SetPhase(grpc::ServerContext* context,
-                        const v1::SetPhaseRequest* request,
-                        v1::SetPhaseResponse* response) override;
-  grpc::Status EndRollout(grpc::ServerContext* context,
-                          const v1::EndRolloutRequest* request,
-                          v1::EndRolloutResponse* response) override;
-  grpc::Status GetRecord(grpc::ServerContext* context,
-                         const v1::GetRecordRequest* request,
-                         v1::GetRecordResponse* response) override;
+  grpc::ServerUnaryReactor* StartRollout(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SetPhase(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* EndRollout(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetRecord(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchEvents(
+      grpc::CallbackServerContext* context,
+      const grpc::ByteBuffer* request) override;
   grpc::Status ListRollouts(grpc::ServerContext* context,
                             const v1::ListRolloutsRequest* request,
                             v1::ListRolloutsResponse* response) override;
-  grpc::Status WatchEvents(
-      grpc::ServerContext* context, const v1::WatchEventsRequest* request,
-      grpc::ServerWriter<v1::RolloutEvent>* writer) override;
   grpc::Status Health(grpc::ServerContext* context,
                       const v1::HealthRequest* request,
                       v1::HealthResponse* response) override;
