@@ -669,8 +669,13 @@ TEST_F(DaemonReachTest, FindingRootAndOwnCgroupsAreRefused) {
     procs << pid << std::endl;
     return procs.good();
   };
-  ASSERT_TRUE(move(own, daemon_pid));
   const std::string home_dir = absl::StrCat(*mount, *home == "/" ? "" : *home);
+  // Back home however the test ends, so that its cgroups can go.
+  struct MoveBack {
+    std::function<void()> fn;
+    ~MoveBack() { fn(); }
+  } move_back{[&] { move(home_dir, daemon_pid); }};
+  ASSERT_TRUE(move(own, daemon_pid));
 
   const std::vector<std::string> links_before =
       ListDir(daemon_->dirs().pin_dir + "/links");
