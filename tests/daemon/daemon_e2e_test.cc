@@ -2,7 +2,9 @@
 // socket, with real sandboxes and loopback listeners: 127.0.0.2 plays the
 // model server, 127.0.0.3 a tool, 127.0.0.4 somewhere forbidden.
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/unique_fd.h"
 #include "daemon/daemon_fixture.h"
 #include "egress/egress_fixture.h"
 #include "gmock/gmock.h"
@@ -890,6 +893,49 @@ TEST_F(DaemonMetricsTest, PrometheusEndpointCountsRolloutsAndDecisions) {
   EXPECT_THAT(m,
               HasSubstr("\nsandfence_decisions_total{verdict=\"deny\"} 1\n"));
   EXPECT_THAT(m, HasSubstr("\nsandfence_events_lost 0\n"));
+}
+
+// systemd's Type=notify: the daemon says READY=1 on $NOTIFY_SOCKET, and by
+// then its socket serves (a client started after `systemctl start` or a
+// restart finds it answering).
+class DaemonNotifyTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    notify_path_ = absl::StrCat("/tmp/sandfence-notify-", getpid());
+    unlink(notify_path_.c_str());
+    notify_.reset(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(notify_);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s",
+                  notify_path_.c_str());
+    ASSERT_EQ(bind(notify_.get(), reinterpret_cast<sockaddr*>(&addr),
+                   sizeof(addr)),
+              0);
+    timeval tv{.tv_sec = 30, .tv_usec = 0};
+    setsockopt(notify_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setenv("NOTIFY_SOCKET", notify_path_.c_str(), 1);
+    DaemonTest::SetUp();
+    unsetenv("NOTIFY_SOCKET");
+  }
+  void TearDown() override { unlink(notify_path_.c_str()); }
+
+  std::string notify_path_;
+  UniqueFd notify_;
+};
+
+TEST_F(DaemonNotifyTest, SaysReadyOnceItServes) {
+  char buf[256] = {};
+  const ssize_t n = recv(notify_.get(), buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0) << "no notification within 30 s: " << strerror(errno);
+  EXPECT_EQ(std::string(buf, n), "READY=1");
+  // Only one: a second READY would mean a restart of the serving loop.
+  const ssize_t again = recv(notify_.get(), buf, sizeof(buf), MSG_DONTWAIT);
+  EXPECT_EQ(again, -1);
+  grpc::ClientContext ctx;
+  v1::HealthResponse h;
+  EXPECT_TRUE(daemon_->stub()->Health(&ctx, {}, &h).ok());
 }
 
 }  // namespace
