@@ -210,6 +210,31 @@ TEST_F(EgressE2eTest, DenyAllWithNoRulesDeniesEverything) {
   EXPECT_EQ(Probe(sb, {"tcp-connect", "::1", Port(v6_.port)}), EPERM);
 }
 
+// The skb backstop walks IPv6 extension headers: an allowed datagram with a
+// hop-by-hop options header arrives (it was dropped as "protocol" when only
+// the fragment header was parsed); a forbidden one is still denied.
+TEST_F(EgressE2eTest, AllowedIpv6DatagramsWithExtensionHeadersPass) {
+  Cgroup sb = NewSandbox(Phase(v1::MODEL_ONLY, {UdpRule("::1", v6_.port)}));
+  // Root with CAP_NET_RAW (IPV6_HOPOPTS needs it), joining the sandbox
+  // itself: the spawner would drop the capability.
+  auto run = [&](uint16_t port) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string probe = NetProbePath(), p = Port(port);
+      execl(probe.c_str(), probe.c_str(), "--join-cgroup", sb.path().c_str(),
+            "udp6-hopopts", "::1", p.c_str(), nullptr);
+      _exit(250);
+    }
+    absl::StatusOr<int> status = WaitForExit(pid);
+    return status.ok() ? *status : -1;
+  };
+  ASSERT_EQ(run(v6_.port), 0);
+  char buf[8];
+  EXPECT_EQ(recv(v6_.udp.get(), buf, sizeof(buf), MSG_DONTWAIT), 1)
+      << "the allowed datagram did not arrive: " << strerror(errno);
+  EXPECT_EQ(run(v6_other_.port), EPERM);
+}
+
 TEST_F(EgressE2eTest, CidrAndPortRangeRules) {
   Cgroup sb =
       NewSandbox(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.0/30", 1, 65535)}));
