@@ -895,6 +895,78 @@ TEST_F(DaemonMetricsTest, PrometheusEndpointCountsRolloutsAndDecisions) {
   EXPECT_THAT(m, HasSubstr("\nsandfence_events_lost 0\n"));
 }
 
+// A watcher that does not read loses events past its queue, and is told
+// how many in the stream, and the metrics count them: what it got plus what
+// it missed is every event the daemon read while it watched (the kernel's
+// own losses, if any, are the record's).
+class DaemonSlowWatcherTest : public DaemonTest {
+ protected:
+  std::vector<std::string> Extra() override {
+    port_ = FreeTcpPort();
+    return {"--watch-queue", "16", "--metrics-port", absl::StrCat(port_)};
+  }
+  uint16_t port_ = 0;
+};
+
+TEST_F(DaemonSlowWatcherTest, IsToldHowManyEventsItMissed) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("slow-1"), &started).ok());
+  ASSERT_TRUE(SetPhase("slow-1", "agent").ok());
+  grpc::ClientContext ctx;
+  v1::WatchEventsRequest req;
+  req.set_rollout_id("slow-1");
+  std::unique_ptr<grpc::ClientReader<v1::RolloutEvent>> reader =
+      daemon_->stub()->WatchEvents(&ctx, req);
+  // The watch is open once one event comes through.
+  v1::RolloutEvent first;
+  bool opened = false;
+  std::thread read_first([&] { opened = reader->Read(&first); });
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.4",
+                      forbidden_.port),
+              kDenied);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (opened) break;
+  }
+  read_first.join();
+  ASSERT_TRUE(opened);
+  uint64_t received = 1, missed = first.missed();
+  // Far more than the queue and gRPC's flow-control window hold, while
+  // nobody reads.
+  constexpr int kFlood = 30000;
+  {
+    absl::StatusOr<Cgroup> cg = Cgroup::Open(started.cgroup_path());
+    ASSERT_TRUE(cg.ok()) << cg.status();
+    SpawnOptions spawn;
+    spawn.cgroup_fd = cg->fd();
+    spawn.argv = {NetProbe(),    "--repeat",  absl::StrCat(kFlood),
+                  "--want",      "1",         "tcp-connect",
+                  "127.0.0.4",   absl::StrCat(forbidden_.port)};
+    absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
+    ASSERT_TRUE(child.ok()) << child.status();
+    absl::StatusOr<int> status = WaitForExit(*child);
+    ASSERT_TRUE(status.ok()) << status.status();
+    ASSERT_EQ(*status, 0) << "every flood attempt must be denied";
+  }
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("slow-1", &ended).ok());
+  v1::RolloutEvent e;
+  while (reader->Read(&e)) {
+    ++received;
+    missed += e.missed();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_GT(missed, 0u) << "the watcher was never told it missed events";
+  const v1::LossAccounting& loss = ended.record().loss();
+  // Every flood event the daemon read was either received or counted as
+  // missed (attempts before the watch opened are recorded, not offered).
+  EXPECT_GE(received + missed, 1 + kFlood - loss.kernel_events_lost());
+  EXPECT_LE(received + missed, loss.events_recorded());
+  EXPECT_THAT(HttpGet(port_),
+              HasSubstr(absl::StrCat("\nsandfence_watch_events_missed_total ",
+                                     missed, "\n")));
+}
+
 // systemd's Type=notify: the daemon says READY=1 on $NOTIFY_SOCKET, and by
 // then its socket serves (a client started after `systemctl start` or a
 // restart finds it answering).

@@ -22,9 +22,10 @@ grpc::Status Reply(const absl::StatusOr<T>& result, T* response) {
 // block, so a slow watcher loses events (counted) instead.
 class EventQueue {
  public:
+  explicit EventQueue(size_t max) : max_(max) {}
   void Push(const v1::RolloutEvent& e) {
     absl::MutexLock lock(&mu_);
-    if (events_.size() >= kMax) {
+    if (events_.size() >= max_) {
       ++dropped_;
       return;
     }
@@ -48,7 +49,7 @@ class EventQueue {
   }
 
  private:
-  static constexpr size_t kMax = 65536;
+  const size_t max_;
   absl::Mutex mu_;
   std::deque<v1::RolloutEvent> events_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
@@ -103,7 +104,7 @@ grpc::Status SandfenceService::ListRollouts(grpc::ServerContext*,
 grpc::Status SandfenceService::WatchEvents(
     grpc::ServerContext* context, const v1::WatchEventsRequest* req,
     grpc::ServerWriter<v1::RolloutEvent>* writer) {
-  auto queue = std::make_shared<EventQueue>();
+  auto queue = std::make_shared<EventQueue>(watch_queue_);
   absl::StatusOr<uint64_t> id =
       manager_->Watch(req->rollout_id(),
                       [queue](const v1::RolloutEvent& e) { queue->Push(e); });

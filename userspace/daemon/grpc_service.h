@@ -18,7 +18,12 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 class SandfenceService final : public v1::Sandfence::Service {
  public:
-  explicit SandfenceService(RolloutManager* manager) : manager_(manager) {}
+  // watch_queue: events held for one WatchEvents caller that does not
+  // read fast enough; past it they are missed (and the watcher told).
+  explicit SandfenceService(RolloutManager* manager,
+                            size_t watch_queue = kDefaultWatchQueue)
+      : manager_(manager), watch_queue_(watch_queue) {}
+  static constexpr size_t kDefaultWatchQueue = 65536;
 
   grpc::Status StartRollout(grpc::ServerContext* context,
                             const v1::StartRolloutRequest* request,
@@ -44,6 +49,7 @@ class SandfenceService final : public v1::Sandfence::Service {
 
  private:
   RolloutManager* manager_;  // not owned
+  size_t watch_queue_;
 };
 
 }  // namespace sandfence
