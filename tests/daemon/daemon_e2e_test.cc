@@ -370,6 +370,38 @@ TEST_F(DaemonTest, StartIsIdempotentForTheSameRequest) {
   EXPECT_EQ(Start(Request("idem-1"), &resp).error_code(), grpc::ALREADY_EXISTS);
 }
 
+// A second daemon on the same state fails before it touches anything of
+// the first's: the running daemon's socket stays and still serves (it once
+// unlinked the socket before taking the lock).
+TEST_F(DaemonTest, ASecondDaemonLeavesTheFirstOneServing) {
+  const DaemonDirs& d = daemon_->dirs();
+  struct stat before {};
+  ASSERT_EQ(stat(d.socket().c_str(), &before), 0);
+  const std::string log = d.root + "/second.log";
+  const std::string cmd = absl::StrCat(
+      SandfenceBinary(), " daemon --socket ", d.socket(), " --records-dir ",
+      d.records(), " --state-dir ", d.state(), " --pin-dir ", d.pin_dir,
+      " --cgroup-parent ", d.cgroups, " 2>", log);
+  const int status = system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0) << "the second daemon must refuse";
+  std::ifstream in(log);
+  const std::string err((std::istreambuf_iterator<char>(in)),
+                        std::istreambuf_iterator<char>());
+  EXPECT_THAT(err, HasSubstr("another sandfence daemon"));
+  struct stat after {};
+  ASSERT_EQ(stat(d.socket().c_str(), &after), 0) << "the socket was removed";
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the socket was replaced";
+  // A new connection reaches the first daemon.
+  auto channel = grpc::CreateChannel(absl::StrCat("unix:", d.socket()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::Sandfence::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::HealthResponse h;
+  EXPECT_TRUE(stub->Health(&ctx, {}, &h).ok());
+}
+
 // A second rollout may use an open rollout's sandbox only as borrowed, with
 // inherit; the owner's enforcement is untouched either way.
 TEST_F(DaemonTest, BorrowedSandboxOnlyWithInherit) {
