@@ -208,7 +208,8 @@ TEST_F(RolloutManagerUnitTest, DifferentRequestWithAnOpenIdIsAlreadyExists) {
   absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(other);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(r.status().message(), HasSubstr("different request"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("different request"));
   EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 1);
 }
 
@@ -221,7 +222,7 @@ TEST_F(RolloutManagerUnitTest, EndedIdsAreNotReused) {
     absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
-    EXPECT_THAT(r.status().message(), HasSubstr("not reused"));
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("not reused"));
   }
   EXPECT_EQ(kernel_->CallCount(FakeCall::kCreateCgroup), created);
   // A retried End gets the record again.
@@ -244,7 +245,7 @@ TEST_F(RolloutManagerUnitTest, BorrowingIsInheritOnlyAndAttachesNothing) {
       manager_->Start(OnCgroup("second", cgroup, false));
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(second.status().message(),
+  EXPECT_THAT(std::string(second.status().message()),
               HasSubstr("part of open rollout \"owner\""));
 
   // Borrowed with a restricted phase: refused by the compiler.
@@ -253,7 +254,7 @@ TEST_F(RolloutManagerUnitTest, BorrowingIsInheritOnlyAndAttachesNothing) {
   absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(restricted);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(r.status().message(), HasSubstr("only inherit"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("only inherit"));
 
   // Borrowed, inherit only: a record, nothing attached.
   absl::StatusOr<v1::StartRolloutResponse> borrower =
@@ -363,7 +364,8 @@ TEST_F(RolloutManagerUnitTest,
       // was there already (two starts that both believed they owned it).
       EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
           << r.status();
-      EXPECT_THAT(r.status().message(), HasSubstr("borrowed = true"))
+      EXPECT_THAT(std::string(r.status().message()),
+                  HasSubstr("borrowed = true"))
           << "round " << round << ": " << id;
     }
     ASSERT_NE(winner, "") << "round " << round << ": no owner at all";
@@ -415,7 +417,7 @@ TEST_F(RolloutManagerUnitTest, FailedGuardLeavesNothingBehind) {
                    absl::InternalError("fake: guard map is full"));
   absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(Request("r1"));
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("process guard"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("process guard"));
   EXPECT_THAT(FilesEndingWith(options_.state_dir, ".state"), IsEmpty());
   EXPECT_THAT(FilesEndingWith(options_.records_dir, ".record"), IsEmpty());
   EXPECT_THAT(kernel_->AllEgress(), IsEmpty());
@@ -440,8 +442,9 @@ TEST_F(RolloutManagerUnitTest, UnknownInitialPhaseIsMalformedWithTheNames) {
   absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(r.status().message(), HasSubstr("\"review\""));
-  EXPECT_THAT(r.status().message(), HasSubstr("agent, verify, grade"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("\"review\""));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("agent, verify, grade"));
   EXPECT_EQ(kernel_->CallCount(FakeCall::kCreateCgroup), 0);
 }
 
@@ -454,7 +457,8 @@ TEST_F(RolloutManagerUnitTest, SetPhaseRules) {
   absl::StatusOr<v1::SetPhaseResponse> bad = manager_->SetPhase("r1", "review");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("agent, verify, grade"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("agent, verify, grade"));
   EXPECT_EQ(kernel_->Egress(id)->generation, started->generation());
 
   absl::StatusOr<v1::SetPhaseResponse> v = manager_->SetPhase("r1", "verify");
@@ -609,7 +613,8 @@ TEST_F(RolloutManagerUnitTest, AttachAlreadyExistsIsTheAlreadyEnforcedRefusal) {
   absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(Request("r1"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(r.status().message(), HasSubstr("already enforced by sandfence"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("already enforced by sandfence"));
 }
 
 TEST_F(RolloutManagerUnitTest, ErrorTextSayingFileExistsDecidesNothing) {
@@ -618,7 +623,7 @@ TEST_F(RolloutManagerUnitTest, ErrorTextSayingFileExistsDecidesNothing) {
   absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(Request("r1"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal) << r.status();
-  EXPECT_THAT(r.status().message(),
+  EXPECT_THAT(std::string(r.status().message()),
               ::testing::Not(HasSubstr("already enforced")));
 }
 

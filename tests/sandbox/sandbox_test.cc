@@ -180,8 +180,9 @@ TEST_F(SandboxTest, UnknownInitialPhaseIsMalformedAndTouchesNothing) {
       Sandbox::Start(host_.get(), spec);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(sb.status().message(), HasSubstr("\"nope\""));
-  EXPECT_THAT(sb.status().message(), HasSubstr("agent, verify, grade"));
+  EXPECT_THAT(std::string(sb.status().message()), HasSubstr("\"nope\""));
+  EXPECT_THAT(std::string(sb.status().message()),
+              HasSubstr("agent, verify, grade"));
   // Nothing is asked of the host. (The refused Sandbox's destructor
   // releases cgroup id 0, which it never held: a no-op on the real
   // enforcement, tolerated here.)
@@ -198,7 +199,7 @@ TEST_F(SandboxTest, GuardModeTheHostCannotHaveIsRefusedBeforeAnything) {
       Sandbox::Start(host_.get(), spec);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(sb.status().message(), HasSubstr("phase \"agent\""));
+  EXPECT_THAT(std::string(sb.status().message()), HasSubstr("phase \"agent\""));
   EXPECT_EQ(kernel_->CallCount(FakeCall::kCreateCgroup), 0);
   EXPECT_FALSE(Exists(spec.record_path));
 }
@@ -222,7 +223,8 @@ TEST_P(StartUndoTest, FailureUndoesEverythingBefore) {
       Sandbox::Start(host_.get(), spec);
   ASSERT_FALSE(sb.ok()) << c.name;
   EXPECT_EQ(sb.status().code(), c.want) << sb.status();
-  EXPECT_THAT(sb.status().message(), HasSubstr("fake: map is full"));
+  EXPECT_THAT(std::string(sb.status().message()),
+              HasSubstr("fake: map is full"));
 
   std::optional<FakeCgroup> cg = kernel_->Cgroup(spec.cgroup_path);
   ASSERT_TRUE(cg.has_value());
@@ -258,7 +260,7 @@ TEST_F(SandboxTest, AttachAlreadyExistsIsTheAlreadyEnforcedRefusal) {
       Sandbox::Start(host_.get(), Spec("r1"));
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(sb.status().message(),
+  EXPECT_THAT(std::string(sb.status().message()),
               HasSubstr("is already enforced by sandfence"));
 }
 
@@ -340,8 +342,9 @@ TEST_F(SandboxTest, UnknownPhaseIsMalformedWithTheNamesAndChangesNothing) {
   absl::StatusOr<PhaseChange> c = (*sb)->SwitchPhase("review");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(c.status().message(), HasSubstr("\"review\""));
-  EXPECT_THAT(c.status().message(), HasSubstr("agent, verify, grade"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("\"review\""));
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("agent, verify, grade"));
   EXPECT_EQ(kernel_->Egress(id)->generation, before.generation);
   EXPECT_EQ(kernel_->Egress(id)->phase, before.phase);
   EXPECT_EQ((*sb)->phase(), "agent");
@@ -357,7 +360,8 @@ TEST_F(SandboxTest, FailedSwitchKeepsThePhaseInForceAndCanBeRetried) {
   absl::StatusOr<PhaseChange> c = (*sb)->SwitchPhase("verify");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(c.status().message(), HasSubstr("switch to phase verify"));
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("switch to phase verify"));
   EXPECT_EQ((*sb)->phase(), "agent");
   EXPECT_EQ((*sb)->generation(), first);
   absl::StatusOr<PhaseChange> retry = (*sb)->SwitchPhase("verify");
@@ -681,7 +685,7 @@ TEST_F(SandboxTest, AdoptionFailsWhenTheKernelCannotBeRead) {
   absl::StatusOr<std::unique_ptr<Sandbox>> sb =
       Sandbox::Adopt(host_.get(), AdoptSpec("r1", cg, "agent"));
   ASSERT_FALSE(sb.ok());
-  EXPECT_THAT(sb.status().message(), HasSubstr("map read failed"));
+  EXPECT_THAT(std::string(sb.status().message()), HasSubstr("map read failed"));
   // Nothing was detached or killed on a read error.
   EXPECT_TRUE(kernel_->Egress(cg.id).has_value());
   EXPECT_EQ(kernel_->CallCount(FakeCall::kKillCgroup), 0);
