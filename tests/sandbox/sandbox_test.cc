@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "records/journal.h"
 #include "sandbox/fake_enforcement.h"
+#include "sandbox/reaper.h"
 #include "support/test_files.h"
 
 namespace sandfence::testing {
@@ -71,6 +72,15 @@ NetEvent EventFor(uint64_t cgroup_id, uint32_t generation) {
   e.addr = *IpAddress::Parse("127.0.0.9");
   e.comm = "probe";
   return e;
+}
+
+// "agent@1 verify@0": each span's phase and generation.
+std::string Timeline(const v1::RolloutRecord& rec) {
+  std::vector<std::string> spans;
+  for (const v1::PhaseSpan& s : rec.timeline()) {
+    spans.push_back(absl::StrCat(s.name(), "@", s.generation()));
+  }
+  return absl::StrJoin(spans, " ");
 }
 
 class SandboxTest : public ::testing::Test {
@@ -368,6 +378,54 @@ TEST_F(SandboxTest, FailedSwitchKeepsThePhaseInForceAndCanBeRetried) {
   ASSERT_TRUE(retry.ok()) << retry.status();
   EXPECT_TRUE(retry->changed);
   EXPECT_GT(retry->generation, first);
+}
+
+// A switch the kernel refused never took effect: the record must not end
+// in a phase that was never enforced.
+TEST_F(SandboxTest, FailedSwitchLeavesTheRecordInThePhaseInForce) {
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), Spec("r1"));
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  const uint32_t first = (*sb)->generation();
+  kernel_->FailNth(FakeCall::kSwitchEgress, 1,
+                   absl::UnavailableError("fake: busy"));
+  ASSERT_FALSE((*sb)->SwitchPhase("verify").ok());
+  absl::StatusOr<SandboxEnd> end = (*sb)->End();
+  ASSERT_TRUE(end.ok()) << end.status();
+  absl::StatusOr<v1::RolloutRecord> rec =
+      ReadRecordFile(dir_->Path("r1.record"));
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_GE(rec->timeline_size(), 1);
+  const v1::PhaseSpan& last = rec->timeline(rec->timeline_size() - 1);
+  EXPECT_EQ(last.name(), "agent")
+      << "PRODUCT BUG (userspace/sandbox/sandbox.cc, Sandbox::SwitchPhase): "
+         "the record's span for \"verify\" is begun before the kernel "
+         "switch and left open when the switch fails, so the record ends in "
+         "a phase the kernel never enforced (it enforced \"agent\", "
+         "generation "
+      << first << "); timeline: " << Timeline(*rec);
+}
+
+// Its processes die before the hooks come off (sandbox.cc, End): when they
+// cannot be killed, the hooks and the guard must stay, or what is left runs
+// unenforced.
+TEST_F(SandboxTest, EndKeepsEnforcementWhenTheProcessesCannotBeKilled) {
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), Spec("r1"));
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  const uint64_t id = (*sb)->cgroup().id;
+  kernel_->FailNth(FakeCall::kKillCgroup, 1,
+                   absl::UnavailableError("fake: cgroup did not empty"));
+  absl::StatusOr<SandboxEnd> end = (*sb)->End();
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_FALSE(end->cleanup.ok()) << "the failed kill must be reported";
+  EXPECT_TRUE(kernel_->Egress(id).has_value())
+      << "PRODUCT BUG (userspace/sandbox/sandbox.cc, Sandbox::End): the "
+         "egress hooks are detached although KillCgroup failed, so the "
+         "sandbox's surviving processes run with no egress policy";
+  EXPECT_TRUE(kernel_->Guarded(id).has_value())
+      << "PRODUCT BUG (userspace/sandbox/sandbox.cc, Sandbox::End): the "
+         "process guard is removed although KillCgroup failed";
 }
 
 // --- End and events ---
@@ -689,6 +747,52 @@ TEST_F(SandboxTest, AdoptionFailsWhenTheKernelCannotBeRead) {
   // Nothing was detached or killed on a read error.
   EXPECT_TRUE(kernel_->Egress(cg.id).has_value());
   EXPECT_EQ(kernel_->CallCount(FakeCall::kKillCgroup), 0);
+}
+
+// --- The reaper ---
+
+TEST_F(SandboxTest, ReaperEndsADeadRunsSandboxProcessesFirst) {
+  const CgroupRef cg = kernel_->AddCgroup("/fake/run/s1");
+  FakeEgress left;
+  left.ring = 20;
+  kernel_->PutEgress(cg.id, left);
+  kernel_->PutGuard(cg.id, GuardMode::kSignal);
+  kernel_->AddDeadDriver(20, DriverKind::kRun, 999);
+  ReapReport report = ReapDeadRuns(*host_);
+  EXPECT_EQ(report.reaped, std::vector<uint64_t>{cg.id});
+  EXPECT_THAT(report.errors, ::testing::IsEmpty());
+  const std::vector<std::string> calls = kernel_->Calls();
+  const std::string log = absl::StrJoin(calls, " ");
+  EXPECT_LT(IndexOf(calls, "KillCgroup"), IndexOf(calls, "RemoveGuard")) << log;
+  EXPECT_LT(IndexOf(calls, "RemoveGuard"), IndexOf(calls, "DetachEgress"))
+      << log;
+  EXPECT_FALSE(kernel_->Egress(cg.id).has_value());
+  EXPECT_TRUE(kernel_->Cgroup(cg.path)->removed);
+  EXPECT_EQ(kernel_->ForgottenSlots(), std::vector<uint32_t>{20});
+}
+
+TEST_F(SandboxTest, ReaperKeepsEnforcementWhenTheProcessesCannotBeKilled) {
+  const CgroupRef cg = kernel_->AddCgroup("/fake/run/s1");
+  FakeEgress left;
+  left.ring = 20;
+  kernel_->PutEgress(cg.id, left);
+  kernel_->PutGuard(cg.id, GuardMode::kSignal);
+  kernel_->AddDeadDriver(20, DriverKind::kRun, 999);
+  kernel_->FailNth(FakeCall::kKillCgroup, 1,
+                   absl::UnavailableError("fake: cgroup did not empty"));
+  ReapReport report = ReapDeadRuns(*host_);
+  EXPECT_THAT(report.reaped, ::testing::IsEmpty());
+  ASSERT_EQ(report.errors.size(), 1u);
+  EXPECT_THAT(report.errors[0], HasSubstr("did not empty"));
+  EXPECT_THAT(kernel_->ForgottenSlots(), ::testing::IsEmpty())
+      << "a slot with a sandbox left must not be freed";
+  EXPECT_TRUE(kernel_->Egress(cg.id).has_value())
+      << "PRODUCT BUG (userspace/sandbox/reaper.cc, ReapDeadRuns): the "
+         "egress hooks are detached although KillCgroup failed, so the dead "
+         "run's surviving processes run with no egress policy";
+  EXPECT_TRUE(kernel_->Guarded(cg.id).has_value())
+      << "PRODUCT BUG (userspace/sandbox/reaper.cc, ReapDeadRuns): the "
+         "process guard is removed although KillCgroup failed";
 }
 
 // --- Fault injection itself ---
