@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/cgroup.h"
 #include "daemon/rollout_manager.h"
 #include "daemon/state_store.h"
@@ -603,6 +604,92 @@ TEST_F(RolloutManagerUnitTest, ADeadRunsSandboxIsReapedAtStart) {
   EXPECT_FALSE(kernel_->Guarded(cg.id).has_value());
   EXPECT_TRUE(kernel_->Cgroup(cg.path)->removed);
   EXPECT_EQ(manager_->Metrics().runs_reaped, 1u);
+}
+
+TEST_F(RolloutManagerUnitTest, SuccessorRestoresOwnershipAndBorrowing) {
+  REQUIRE_FOREIGN_CGROUP(cgroup);
+  ASSERT_TRUE(manager_->Start(OnCgroup("owner", cgroup, false)).ok());
+  absl::StatusOr<v1::StartRolloutResponse> b1 =
+      manager_->Start(OnCgroup("b1", cgroup, true));
+  ASSERT_TRUE(b1.ok()) << b1.status();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
+  std::vector<std::string> adopted = manager_->AdoptAndStart();
+  std::sort(adopted.begin(), adopted.end());
+  EXPECT_EQ(adopted, (std::vector<std::string>{"b1", "owner"}));
+  // The adopted owner still owns the cgroup: a new owner is refused, a new
+  // borrower names it.
+  absl::StatusOr<v1::StartRolloutResponse> other =
+      manager_->Start(OnCgroup("other", cgroup, false));
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(std::string(other.status().message()),
+              HasSubstr("part of open rollout \"owner\""));
+  absl::StatusOr<v1::StartRolloutResponse> b2 =
+      manager_->Start(OnCgroup("b2", cgroup, true));
+  ASSERT_TRUE(b2.ok()) << b2.status();
+  EXPECT_EQ(b2->borrowed_from(), "owner");
+  // The adopted borrower attached nothing.
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 1);
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAdoptEgress), 1);
+}
+
+// --- What the daemon shows ---
+
+TEST_F(RolloutManagerUnitTest, ListAndMetricsReadTheKernelsCounters) {
+  absl::StatusOr<v1::StartRolloutResponse> r1 = manager_->Start(Request("r1"));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  SandboxCounters c;
+  c.allowed = 5;
+  c.denied = 3;
+  c.events_lost = 2;
+  kernel_->SetCounters(r1->cgroup_id(), c);
+  v1::ListRolloutsResponse list = manager_->List();
+  ASSERT_EQ(list.rollout_size(), 1);
+  EXPECT_EQ(list.rollout(0).allowed(), 5u);
+  EXPECT_EQ(list.rollout(0).denied(), 3u);
+  const ManagerMetrics m = manager_->Metrics();
+  EXPECT_EQ(m.rollouts_open, 1u);
+  EXPECT_EQ(m.rollouts_started, 1u);
+  EXPECT_EQ(m.events_lost, 2u);
+}
+
+TEST_F(RolloutManagerUnitTest, WatchSeesTheRolloutsEventsFromTheEventThread) {
+  manager_->AdoptAndStart();  // starts the event thread
+  absl::StatusOr<v1::StartRolloutResponse> r1 = manager_->Start(Request("r1"));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  absl::Notification seen;
+  v1::RolloutEvent got;
+  absl::StatusOr<uint64_t> watch =
+      manager_->Watch("r1", [&](const v1::RolloutEvent& e) {
+        if (seen.HasBeenNotified()) return;
+        got = e;
+        seen.Notify();
+      });
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  auto* fake = dynamic_cast<FakeEnforcement*>(&manager_->enforcement());
+  ASSERT_NE(fake, nullptr);
+  NetEvent e;
+  e.sandbox = r1->cgroup_id();
+  e.cgroup = r1->cgroup_id();
+  e.generation = r1->generation();
+  e.verdict = SF_VERDICT_DENY;
+  e.reason = SF_REASON_NO_RULE;
+  e.hook = SF_HOOK_CONNECT4;
+  e.protocol = 6;
+  e.port = 9;
+  e.addr = *IpAddress::Parse("127.0.0.9");
+  fake->Queue(e);
+  // A bound on a hang, not a speed assertion.
+  ASSERT_TRUE(seen.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the event thread never delivered the queued event";
+  EXPECT_EQ(got.rollout_id(), "r1");
+  EXPECT_EQ(got.verdict(), v1::VERDICT_DENY);
+  EXPECT_EQ(got.address(), "127.0.0.9");
+  EXPECT_EQ(got.port(), 9u);
+  EXPECT_EQ(got.generation(), r1->generation());
+  EXPECT_EQ(manager_->Metrics().decisions_denied, 1u);
+  manager_->Unwatch(*watch);
+  ASSERT_TRUE(manager_->End("r1").ok());
+  EXPECT_FALSE(manager_->IsOpen("r1"));
 }
 
 // --- Decisions by code, never by text ---
