@@ -65,6 +65,9 @@ class SandfenceProcess {
         open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     pid_ = fork();
     if (pid_ == 0) {
+      // A session of its own: a command that signals its process group
+      // (kill 0) reaches this sandfence at most, never the test.
+      setsid();
       dup2(out, 1);
       dup2(err, 2);
       std::vector<char*> argv;

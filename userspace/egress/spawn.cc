@@ -52,6 +52,7 @@ enum Stage {
   kStageMountProc,
   kStageSignals,
   kStageInitFork,
+  kStageSession,
 };
 
 const char* StageName(int stage) {
@@ -82,6 +83,8 @@ const char* StageName(int stage) {
       return "set up the sandbox's init to forward signals";
     case kStageInitFork:
       return "start the command under the sandbox's init";
+    case kStageSession:
+      return "give the sandbox a session of its own";
   }
   return "start the command";
 }
@@ -240,6 +243,10 @@ void IgnoreSignal(int) {}
   if (::sigprocmask(SIG_SETMASK, &waited, nullptr) != 0) {
     Fail(fd, kStageSignals);
   }
+  // Our own session and process group: the command inherits the caller's
+  // otherwise, and kill(0) or a terminal's signals reach every member of
+  // a group, in whatever PID namespace. Nothing outside is in ours.
+  if (::setsid() < 0) Fail(fd, kStageSession);
   struct clone_args args;
   std::memset(&args, 0, sizeof(args));
   args.exit_signal = SIGCHLD;

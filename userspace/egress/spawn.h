@@ -30,7 +30,9 @@ struct SpawnOptions {
   // A new PID namespace and a new mount namespace with a fresh /proc: the
   // command runs under a small init (pid 1 there) that forwards SIGTERM,
   // SIGINT, SIGHUP and SIGQUIT to it, reaps orphans and exits with its
-  // status; the command sees only the processes of its namespace, so it
+  // status; init and the command are in a session of their own (kill(0)
+  // reaches no process outside); the command sees only the processes of
+  // its namespace, so it
   // cannot name (signal, ptrace, open /proc/<pid>/ of) the caller or
   // anything else outside. When init exits or is killed (kill_with_parent:
   // with the caller), the kernel kills everything left in the namespace.
