@@ -5,6 +5,7 @@
 #define SANDFENCE_TESTS_RUN_RUN_FIXTURE_H_
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -173,6 +175,53 @@ inline Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0,
   waitpid(pid, &status, 0);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// Whether this host lets `sandfence run` confine a command: a new PID and
+// mount namespace, a private mount tree and a fresh /proc in it (run
+// refuses to start a command otherwise). Probed once, in throwaway
+// children.
+inline const absl::Status& HostMakesRunNamespaces() {
+  static const absl::Status status = [] {
+    pid_t child = fork();
+    if (child == 0) {
+      if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) _exit(1);
+      pid_t init = fork();  // pid 1 of the new namespace
+      if (init == 0) {
+        if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+          _exit(2);
+        }
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  nullptr) != 0) {
+          _exit(3);
+        }
+        _exit(0);
+      }
+      int st = 0;
+      if (init < 0 || waitpid(init, &st, 0) != init) _exit(4);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 5);
+    }
+    int st = 0;
+    if (child < 0 || waitpid(child, &st, 0) != child) {
+      return absl::InternalError("could not probe namespaces (fork)");
+    }
+    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 5;
+    switch (code) {
+      case 0:
+        return absl::OkStatus();
+      case 1:
+        return absl::UnavailableError(
+            "unshare(CLONE_NEWPID|CLONE_NEWNS) refused: `sandfence run` "
+            "cannot confine a command here");
+      case 2:
+        return absl::UnavailableError("mount --make-rprivate / refused");
+      case 3:
+        return absl::UnavailableError("mounting a fresh /proc refused");
+      default:
+        return absl::InternalError("the namespace probe failed");
+    }
+  }();
+  return status;
 }
 
 // Waits up to timeout_ms for path to exist.
