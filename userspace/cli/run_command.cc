@@ -40,9 +40,10 @@ constexpr char kUsage[] =
     "CMD runs in its own PID and mount namespaces under a small init that\n"
     "forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT and exits with CMD's status, in\n"
     "a session of its own (no controlling terminal); its /proc shows only\n"
-    "the sandbox's processes, so it cannot see or signal sandfence. This hides processes, not files: another procfs mounted on\n"
-    "the host is visible (the guard judges it). When CMD ends or sandfence\n"
-    "dies, everything left in the namespace is killed.\n"
+    "the sandbox's processes, so it cannot see or signal sandfence. This\n"
+    "hides processes, not files: another procfs mounted on the host is\n"
+    "visible (the guard judges it). When CMD ends or sandfence dies,\n"
+    "everything left in the namespace is killed.\n"
     "\n";
 
 struct RunFlags {
