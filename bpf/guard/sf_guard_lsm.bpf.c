@@ -285,20 +285,31 @@ int BPF_PROG(sf_lsm_perm, struct inode *inode, int mask, int ret)
  * process exists (the kernel answers ESRCH before asking the LSM), which
  * /proc shows anyway. cred is set only for signals sent on another's
  * behalf (USB async I/O), never by the current task: not judged.
+ *
+ * cred is read as a number with bpf_get_func_arg, not as the typed
+ * argument: 6.12's verifier (not 6.1's) types an LSM hook's pointer
+ * arguments as trusted, and a trusted pointer as never NULL, so it took
+ * "if (cred)" for always true and dropped the rest as dead code: every
+ * signal went through unjudged. check_kill_permission passes NULL.
  */
 SEC("lsm/task_kill")
 int BPF_PROG(sf_lsm_kill, struct task_struct *p, struct kernel_siginfo *info,
-	     int sig, const struct cred *cred, int ret)
+	     int sig, const struct cred *cred_unused, int ret)
 {
 	struct task_struct *cur;
 	struct sf_verdict v = {};
 	struct sf_sandbox_ref sb;
 	union sf_name16 name;
+	__u64 cred = 0;
 	int verdict;
 
 	if (ret != 0)
 		return ret;
-	if (sig == 0 || cred)
+	if (sig == 0)
+		return 0;
+	/* Argument 3; an error (never expected) leaves it 0: judged. */
+	bpf_get_func_arg(ctx, 3, &cred);
+	if (cred)
 		return 0;
 	cur = bpf_get_current_task_btf();
 	if (!sf_find_sandbox(cur, &sb))

@@ -2,7 +2,9 @@
 // socket, with real sandboxes and loopback listeners: 127.0.0.2 plays the
 // model server, 127.0.0.3 a tool, 127.0.0.4 somewhere forbidden.
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/unique_fd.h"
 #include "daemon/daemon_fixture.h"
 #include "egress/egress_fixture.h"
 #include "gmock/gmock.h"
@@ -365,6 +368,38 @@ TEST_F(DaemonTest, StartIsIdempotentForTheSameRequest) {
   ASSERT_TRUE(End("idem-1", &ended).ok());
   // Ended ids are not reused: their record is there.
   EXPECT_EQ(Start(Request("idem-1"), &resp).error_code(), grpc::ALREADY_EXISTS);
+}
+
+// A second daemon on the same state fails before it touches anything of
+// the first's: the running daemon's socket stays and still serves (it once
+// unlinked the socket before taking the lock).
+TEST_F(DaemonTest, ASecondDaemonLeavesTheFirstOneServing) {
+  const DaemonDirs& d = daemon_->dirs();
+  struct stat before {};
+  ASSERT_EQ(stat(d.socket().c_str(), &before), 0);
+  const std::string log = d.root + "/second.log";
+  const std::string cmd = absl::StrCat(
+      SandfenceBinary(), " daemon --socket ", d.socket(), " --records-dir ",
+      d.records(), " --state-dir ", d.state(), " --pin-dir ", d.pin_dir,
+      " --cgroup-parent ", d.cgroups, " 2>", log);
+  const int status = system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0) << "the second daemon must refuse";
+  std::ifstream in(log);
+  const std::string err((std::istreambuf_iterator<char>(in)),
+                        std::istreambuf_iterator<char>());
+  EXPECT_THAT(err, HasSubstr("another sandfence daemon"));
+  struct stat after {};
+  ASSERT_EQ(stat(d.socket().c_str(), &after), 0) << "the socket was removed";
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the socket was replaced";
+  // A new connection reaches the first daemon.
+  auto channel = grpc::CreateChannel(absl::StrCat("unix:", d.socket()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::Sandfence::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::HealthResponse h;
+  EXPECT_TRUE(stub->Health(&ctx, {}, &h).ok());
 }
 
 // A second rollout may use an open rollout's sandbox only as borrowed, with
@@ -890,6 +925,121 @@ TEST_F(DaemonMetricsTest, PrometheusEndpointCountsRolloutsAndDecisions) {
   EXPECT_THAT(m,
               HasSubstr("\nsandfence_decisions_total{verdict=\"deny\"} 1\n"));
   EXPECT_THAT(m, HasSubstr("\nsandfence_events_lost 0\n"));
+}
+
+// A watcher that does not read loses events past its queue, and is told
+// how many in the stream, and the metrics count them: what it got plus what
+// it missed is every event the daemon read while it watched (the kernel's
+// own losses, if any, are the record's).
+class DaemonSlowWatcherTest : public DaemonTest {
+ protected:
+  std::vector<std::string> Extra() override {
+    port_ = FreeTcpPort();
+    return {"--watch-queue", "16", "--metrics-port", absl::StrCat(port_)};
+  }
+  uint16_t port_ = 0;
+};
+
+TEST_F(DaemonSlowWatcherTest, IsToldHowManyEventsItMissed) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("slow-1"), &started).ok());
+  ASSERT_TRUE(SetPhase("slow-1", "agent").ok());
+  grpc::ClientContext ctx;
+  v1::WatchEventsRequest req;
+  req.set_rollout_id("slow-1");
+  std::unique_ptr<grpc::ClientReader<v1::RolloutEvent>> reader =
+      daemon_->stub()->WatchEvents(&ctx, req);
+  // The watch is open once one event comes through.
+  v1::RolloutEvent first;
+  bool opened = false;
+  std::thread read_first([&] { opened = reader->Read(&first); });
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.4",
+                      forbidden_.port),
+              kDenied);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (opened) break;
+  }
+  read_first.join();
+  ASSERT_TRUE(opened);
+  uint64_t received = 1, missed = first.missed();
+  // Far more than the queue and gRPC's flow-control window hold, while
+  // nobody reads.
+  constexpr int kFlood = 30000;
+  {
+    absl::StatusOr<Cgroup> cg = Cgroup::Open(started.cgroup_path());
+    ASSERT_TRUE(cg.ok()) << cg.status();
+    SpawnOptions spawn;
+    spawn.cgroup_fd = cg->fd();
+    spawn.argv = {NetProbe(),    "--repeat",  absl::StrCat(kFlood),
+                  "--want",      "1",         "tcp-connect",
+                  "127.0.0.4",   absl::StrCat(forbidden_.port)};
+    absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
+    ASSERT_TRUE(child.ok()) << child.status();
+    absl::StatusOr<int> status = WaitForExit(*child);
+    ASSERT_TRUE(status.ok()) << status.status();
+    ASSERT_EQ(*status, 0) << "every flood attempt must be denied";
+  }
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("slow-1", &ended).ok());
+  v1::RolloutEvent e;
+  while (reader->Read(&e)) {
+    ++received;
+    missed += e.missed();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_GT(missed, 0u) << "the watcher was never told it missed events";
+  const v1::LossAccounting& loss = ended.record().loss();
+  // Every flood event the daemon read was either received or counted as
+  // missed (attempts before the watch opened are recorded, not offered).
+  EXPECT_GE(received + missed, 1 + kFlood - loss.kernel_events_lost());
+  EXPECT_LE(received + missed, loss.events_recorded());
+  EXPECT_THAT(HttpGet(port_),
+              HasSubstr(absl::StrCat("\nsandfence_watch_events_missed_total ",
+                                     missed, "\n")));
+}
+
+// systemd's Type=notify: the daemon says READY=1 on $NOTIFY_SOCKET, and by
+// then its socket serves (a client started after `systemctl start` or a
+// restart finds it answering).
+class DaemonNotifyTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    notify_path_ = absl::StrCat("/tmp/sandfence-notify-", getpid());
+    unlink(notify_path_.c_str());
+    notify_.reset(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(notify_);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s",
+                  notify_path_.c_str());
+    ASSERT_EQ(bind(notify_.get(), reinterpret_cast<sockaddr*>(&addr),
+                   sizeof(addr)),
+              0);
+    timeval tv{.tv_sec = 30, .tv_usec = 0};
+    setsockopt(notify_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setenv("NOTIFY_SOCKET", notify_path_.c_str(), 1);
+    DaemonTest::SetUp();
+    unsetenv("NOTIFY_SOCKET");
+  }
+  void TearDown() override { unlink(notify_path_.c_str()); }
+
+  std::string notify_path_;
+  UniqueFd notify_;
+};
+
+TEST_F(DaemonNotifyTest, SaysReadyOnceItServes) {
+  char buf[256] = {};
+  const ssize_t n = recv(notify_.get(), buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0) << "no notification within 30 s: " << strerror(errno);
+  EXPECT_EQ(std::string(buf, n), "READY=1");
+  // Only one: a second READY would mean a restart of the serving loop.
+  const ssize_t again = recv(notify_.get(), buf, sizeof(buf), MSG_DONTWAIT);
+  EXPECT_EQ(again, -1);
+  grpc::ClientContext ctx;
+  v1::HealthResponse h;
+  EXPECT_TRUE(daemon_->stub()->Health(&ctx, {}, &h).ok());
 }
 
 }  // namespace

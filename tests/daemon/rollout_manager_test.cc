@@ -320,5 +320,44 @@ TEST_F(RolloutManagerTest, PolicyFileComesFromThePolicyDirectory) {
   }
 }
 
+// A restarted daemon switches an adopted rollout by the rules compiled at
+// its start (persisted in its state), not by re-reading a policy file that
+// changed meanwhile: the record's header and the kernel keep agreeing.
+TEST_F(RolloutManagerTest, AdoptionKeepsTheCompiledPolicyNotTheFile) {
+  const std::string dir = dirs_.root + "/policies";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  Listener first = Listen("127.0.0.3"), second = Listen("127.0.0.3");
+  auto write_policy = [&](uint16_t port) {
+    std::ofstream f(dir + "/p.textproto", std::ios::trunc);
+    f << "name: \"p\"\n"
+         "phase { name: \"setup\" network_access: INHERIT }\n"
+         "phase { name: \"agent\" network_access: MODEL_ONLY "
+         "dns { mode: NONE } allow { name: \"x\" host: \"127.0.0.3\" port: "
+      << port << " } }\n";
+  };
+  write_policy(first.port);
+  options_.policy_dir = dir;
+  ASSERT_NO_FATAL_FAILURE(NewManager());
+  manager_->AdoptAndStart();
+  v1::StartRolloutRequest req = Request("file-adopt");
+  req.clear_policy_text();
+  req.set_policy_file("p.textproto");
+  absl::StatusOr<v1::StartRolloutResponse> started = manager_->Start(req);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->phase(), "setup");
+
+  write_policy(second.port);  // the file changes under the rollout
+  ASSERT_NO_FATAL_FAILURE(NewManager());
+  ASSERT_EQ(manager_->AdoptAndStart(),
+            std::vector<std::string>{"file-adopt"});
+  ASSERT_TRUE(manager_->SetPhase("file-adopt", "agent").ok());
+  const std::string cg = started->cgroup_path();
+  EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.3", first.port), 0)
+      << "the rule compiled at the start";
+  EXPECT_EQ(ProbeIn(cg, "tcp-connect", "127.0.0.3", second.port), 1)
+      << "the file's new rule must not apply to a running rollout";
+  ASSERT_TRUE(manager_->End("file-adopt").ok());
+}
+
 }  // namespace
 }  // namespace sandfence::testing

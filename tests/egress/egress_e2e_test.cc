@@ -2,6 +2,7 @@
 // programs, real sockets, real child processes. Each row of the table is a
 // case a user would recognize; the child's exit status is the errno its
 // attempt got (0 = it went through, EPERM = denied by sandfence).
+#include <fcntl.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "egress/net_event.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
@@ -208,6 +210,52 @@ TEST_F(EgressE2eTest, DenyAllWithNoRulesDeniesEverything) {
   EXPECT_EQ(Probe(sb, {"udp-sendto", "127.0.0.5", Port(resolver_.port)}),
             EPERM);
   EXPECT_EQ(Probe(sb, {"tcp-connect", "::1", Port(v6_.port)}), EPERM);
+}
+
+// The skb backstop walks IPv6 extension headers: an allowed datagram with a
+// hop-by-hop options header arrives (it was dropped as "protocol" when only
+// the fragment header was parsed); a forbidden one is still denied.
+TEST_F(EgressE2eTest, AllowedIpv6DatagramsWithExtensionHeadersPass) {
+  Cgroup sb = NewSandbox(Phase(v1::MODEL_ONLY, {UdpRule("::1", v6_.port)}));
+  // Root with CAP_NET_RAW (IPV6_HOPOPTS needs it), joining the sandbox
+  // itself: the spawner would drop the capability.
+  auto run = [&](uint16_t port) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string probe = NetProbePath(), p = Port(port);
+      execl(probe.c_str(), probe.c_str(), "--join-cgroup", sb.path().c_str(),
+            "udp6-hopopts", "::1", p.c_str(), nullptr);
+      _exit(250);
+    }
+    absl::StatusOr<int> status = WaitForExit(pid);
+    return status.ok() ? *status : -1;
+  };
+  ASSERT_EQ(run(v6_.port), 0);
+  char buf[8];
+  EXPECT_EQ(recv(v6_.udp.get(), buf, sizeof(buf), MSG_DONTWAIT), 1)
+      << "the allowed datagram did not arrive: " << strerror(errno);
+  EXPECT_EQ(run(v6_other_.port), EPERM);
+}
+
+// A sandbox whose attach fails leaves nothing behind: no counters entry,
+// no sandbox entry, no rules (AddSandbox used to leak its counters).
+TEST_F(EgressE2eTest, AFailedAddLeavesNothingInTheMaps) {
+  const size_t before = controller_->KernelSandboxes().size();
+  // A directory that is not a cgroup: the link cannot be made.
+  UniqueFd not_a_cgroup(open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(not_a_cgroup);
+  const CgroupRef fake{.path = "/tmp", .id = 0x5f5f5f5f5f, .level = 1};
+  absl::StatusOr<uint32_t> added = controller_->AddSandbox(
+      not_a_cgroup.get(), fake, ModelOnly(*this, model_.port, v6_.port, 53));
+  ASSERT_FALSE(added.ok());
+  EXPECT_EQ(controller_->Counters(fake.id).status().code(),
+            absl::StatusCode::kNotFound)
+      << controller_->Counters(fake.id).status();
+  EXPECT_EQ(controller_->KernelSandboxes().size(), before);
+  // And the same cgroup id can be added for real afterwards.
+  Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
+  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)}),
+            EPERM);
 }
 
 TEST_F(EgressE2eTest, CidrAndPortRangeRules) {

@@ -3,7 +3,8 @@
 //
 //   net_probe [--fork] [--join-cgroup DIR] [--repeat N] OP ADDR PORT
 //
-// OP: tcp-connect, udp-connect, udp-sendto, udp-sendmmsg, tcp-fastopen,
+// OP: tcp-connect, udp-connect, udp-sendto, udp6-hopopts, udp-sendmmsg,
+//     tcp-fastopen,
 //     uring-connect, raw-socket, packet-socket, mptcp-socket
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
 // --fork runs the attempt in a grandchild; --join-cgroup moves the process
@@ -67,6 +68,27 @@ int TcpConnect(const Target& t) {
   if (s < 0) return Errno();
   int rc = connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len);
   int err = rc == 0 ? 0 : Errno();
+  close(s);
+  return err;
+}
+
+// A datagram carrying an IPv6 hop-by-hop options header (one PadN option):
+// allowed traffic with extension headers must pass the skb backstop. Setting
+// the header needs CAP_NET_RAW.
+int Udp6Hopopts(const Target& t) {
+  if (t.family != AF_INET6) return EINVAL;
+  int s = socket(AF_INET6, SOCK_DGRAM, 0);
+  if (s < 0) return Errno();
+  // next header (the kernel fills it), length 0 (8 bytes), PadN of 4.
+  const unsigned char opts[8] = {0, 0, 1, 4, 0, 0, 0, 0};
+  if (setsockopt(s, IPPROTO_IPV6, IPV6_HOPOPTS, opts, sizeof(opts)) != 0) {
+    int err = Errno();
+    close(s);
+    return 100 + err;  // not the verdict: the test's setup failed
+  }
+  int rc = sendto(s, "x", 1, 0, reinterpret_cast<const sockaddr*>(&t.addr),
+                  t.len);
+  int err = rc >= 0 ? 0 : Errno();
   close(s);
   return err;
 }
@@ -194,6 +216,7 @@ int RunOp(const std::string& op, const Target& t) {
   if (op == "tcp-connect") return TcpConnect(t);
   if (op == "udp-connect") return UdpConnect(t);
   if (op == "udp-sendto") return UdpSendto(t);
+  if (op == "udp6-hopopts") return Udp6Hopopts(t);
   if (op == "udp-sendmmsg") return UdpSendmmsg(t);
   if (op == "tcp-fastopen") return TcpFastOpen(t);
   if (op == "uring-connect") return UringConnect(t);

@@ -184,6 +184,7 @@ TEST(SignalLimits, AFullRingBufferCostsEventsNeverTheVerdict) {
 // (guard_lsm_test: the target survives).
 TEST(SignalLimits, ASignalOutLandsBeforeTheKill) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kOtherUid, "");
@@ -203,6 +204,7 @@ TEST(SignalLimits, ASignalOutLandsBeforeTheKill) {
 // before any write: below.)
 TEST(SignalLimits, AProtectedUnlinkRunsBeforeTheKill) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   const ProtectedFiles& f = w->protected_files();
@@ -219,6 +221,7 @@ TEST(SignalLimits, AProtectedUnlinkRunsBeforeTheKill) {
 
 TEST(SignalLimits, AProtectedWriteIsKilledBeforeTheData) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   const ProtectedFiles& f = w->protected_files();
@@ -236,6 +239,7 @@ TEST(SignalLimits, AProtectedWriteIsKilledBeforeTheData) {
 // mode. Links made inside are refused at symlink(); lsm judges the walk.
 TEST(SignalLimits, ASymlinkMadeOutsideIsNotSeen) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);
   absl::StatusOr<Target> t = StartTarget(kAgentUid, "");
@@ -259,6 +263,7 @@ TEST(SignalLimits, ASymlinkMadeOutsideIsNotSeen) {
 // fd to judge: signal mode does not see it (lsm's file_open does).
 TEST(SignalLimits, AllowedIoUringFixedFileOpensAreNotSeen) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   SANDFENCE_REQUIRE_HOST(sandfence::testing::HostIoUring());
   GuardWorld* w = World();
   ASSERT_NE(w, nullptr);

@@ -33,6 +33,7 @@ INSTANTIATE_TEST_SUITE_P(Guard, SignalScenario,
 // may change the directory, after Protect again it may not (the rows).
 TEST(SignalGuard, UnprotectEndsTheProtection) {
   SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsSignalEnforcer());
   absl::StatusOr<GuardWorld*> world = GuardWorld::Get(Enforcer::kSignal);
   ASSERT_TRUE(world.ok()) << world.status();
   (*world)->CheckUnprotect();

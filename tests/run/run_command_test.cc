@@ -22,90 +22,20 @@
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
+#include "tests/run/run_fixture.h"
 
 namespace sandfence::testing {
 namespace {
 
-struct Result {
-  int status = -1;  // shell-style
-  std::string out, err;
-};
-
-std::string ReadAll(int fd) {
-  std::string s;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) s.append(buf, n);
-  return s;
-}
-
-// Runs sandfence with args. With signal_after_ms it gets a SIGTERM that
-// long after it starts; with signal_when_exists, as soon as that file does
-// (the sandboxed command creates it: the command is running).
-// With signal_when_blocking, as soon as sandfence blocks SIGTERM (it is
-// then setting up, well before the command can start).
-bool BlocksTerm(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (absl::StartsWith(line, "SigBlk:")) {
-      uint64_t mask = std::stoull(line.substr(7), nullptr, 16);
-      return (mask >> (SIGTERM - 1)) & 1;
-    }
-  }
-  return false;
-}
-
-Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0,
-                 const std::string& signal_when_exists = "",
-                 bool signal_when_blocking = false) {
-  int out[2], err[2];
-  pipe2(out, O_CLOEXEC);
-  pipe2(err, O_CLOEXEC);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    std::vector<char*> argv;
-    std::string bin = SANDFENCE_BIN;
-    argv.push_back(bin.data());
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
-    _exit(250);
-  }
-  close(out[1]);
-  close(err[1]);
-  if (signal_after_ms) {
-    usleep(signal_after_ms * 1000);
-    kill(pid, SIGTERM);
-  }
-  if (signal_when_blocking) {
-    for (int i = 0; i < 10000 && !BlocksTerm(pid); ++i) usleep(1000);
-    kill(pid, SIGTERM);
-  }
-  if (!signal_when_exists.empty()) {
-    for (int i = 0; i < 1000 && access(signal_when_exists.c_str(), F_OK) != 0;
-         ++i) {
-      usleep(10 * 1000);
-    }
-    kill(pid, SIGTERM);
-  }
-  Result r;
-  r.out = ReadAll(out[0]);
-  r.err = ReadAll(err[0]);
-  close(out[0]);
-  close(err[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
-
 // `sandfence run` loads the egress programs in every mode: on a kernel that
 // cannot run them, every run is refused (KernelWithoutEgressIsRefused), and
-// the cases that run a command skip with the reason.
-#define REQUIRE_KERNEL_FOR_RUN() SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress())
+// the cases that run a command skip with the reason. So do they where run
+// cannot confine a command in its own namespaces (it refuses then).
+#define REQUIRE_KERNEL_FOR_RUN()                      \
+  do {                                                \
+    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());   \
+    SANDFENCE_REQUIRE_HOST(HostMakesRunNamespaces()); \
+  } while (0)
 
 class RunCommandTest : public ::testing::Test {
  protected:
@@ -290,10 +220,17 @@ TEST_F(RunCommandTest, ProcessGuardStopsReadingEnvironOutsideTheSandbox) {
   REQUIRE_KERNEL_FOR_RUN();
   ForeignProcess target;
   ASSERT_GT(target.pid(), 0);
-  Result r = Sandfence({"run", "--network-access", "inherit", "--", "sh", "-c",
-                        absl::StrCat("cat /proc/", target.pid(),
-                                     "/environ >/dev/null; echo rc=$?")});
+  // The command's own /proc does not show the target (its PID namespace);
+  // the host's procfs, mounted where the sandbox sees it, does.
+  HostProcMount host_proc;
+  ASSERT_EQ(host_proc.error(), "");
+  Result r = Sandfence(
+      {"run", "--network-access", "inherit", "--", "sh", "-c",
+       absl::StrCat("test -e /proc/", target.pid(), " && echo visible; cat ",
+                    host_proc.path(), "/", target.pid(),
+                    "/environ >/dev/null; echo rc=$?")});
   EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("visible"), std::string::npos) << r.out;
   // signal: cat is killed (137); lsm: the open fails (1). Never 0.
   EXPECT_NE(r.out.find("rc="), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("rc=0"), std::string::npos) << r.out;
@@ -308,9 +245,12 @@ TEST_F(RunCommandTest, GuardOffLeavesProcUntouched) {
   REQUIRE_KERNEL_FOR_RUN();
   ForeignProcess target;
   ASSERT_GT(target.pid(), 0);
+  HostProcMount host_proc;
+  ASSERT_EQ(host_proc.error(), "");
   Result r = Sandfence({"run", "--network-access", "inherit", "--guard", "off",
                         "--", "sh", "-c",
-                        absl::StrCat("cat /proc/", target.pid(),
+                        absl::StrCat("cat ", host_proc.path(), "/",
+                                     target.pid(),
                                      "/environ >/dev/null; echo rc=$?")});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;

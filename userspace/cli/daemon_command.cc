@@ -130,6 +130,18 @@ int DaemonCommand(int argc, char** argv) {
         options.metrics_port = static_cast<uint16_t>(port);
         return absl::OkStatus();
       });
+  flags.AddValueFlag(
+      "watch-queue", "N",
+      "events held per WatchEvents caller; a slower one misses the rest "
+      "and is told how many (default 65536)",
+      [&](absl::string_view v) -> absl::Status {
+        uint32_t n = 0;
+        if (!absl::SimpleAtoi(v, &n) || n == 0) {
+          return Malformed("not a count of 1 or more");
+        }
+        options.watch_queue = n;
+        return absl::OkStatus();
+      });
   flags.AddBoolFlag("cleanup",
                     "detach every pinned sandbox, remove the pins and the "
                     "state, kill created sandboxes, and exit",

@@ -36,6 +36,14 @@ constexpr char kUsage[] =
     "Runs CMD in a fresh sandbox (a cgroup) under one phase of the policy:\n"
     "every connect and send is judged in the kernel, and what was denied is\n"
     "summarized on stderr when CMD ends. Needs root.\n"
+    "\n"
+    "CMD runs in its own PID and mount namespaces under a small init that\n"
+    "forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT and exits with CMD's status, in\n"
+    "a session of its own (no controlling terminal); its /proc shows only\n"
+    "the sandbox's processes, so it cannot see or signal sandfence. This\n"
+    "hides processes, not files: another procfs mounted on the host is\n"
+    "visible (the guard judges it). When CMD ends or sandfence dies,\n"
+    "everything left in the namespace is killed.\n"
     "\n";
 
 struct RunFlags {

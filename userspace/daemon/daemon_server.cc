@@ -217,7 +217,7 @@ absl::Status RunDaemon(const DaemonOptions& options) {
             absl::StrJoin(adopted, ", "));
   }
 
-  SandfenceService service(manager->get());
+  SandfenceService service(manager->get(), options.watch_queue);
   grpc::ServerBuilder builder;
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(4 << 20);

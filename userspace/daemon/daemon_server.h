@@ -18,6 +18,8 @@ struct DaemonOptions {
   std::string socket_path = kDefaultSocketPath;
   // Prometheus endpoint on 127.0.0.1; 0 = off.
   uint16_t metrics_port = 0;
+  // Events held per WatchEvents caller before a slow one misses some.
+  size_t watch_queue = 65536;
 };
 
 // Blocks until SIGTERM or SIGINT; open rollouts then stay enforced (pinned)

@@ -24,9 +24,10 @@ namespace {
 // block, so a slow watcher loses events (counted) instead.
 class EventQueue {
  public:
+  explicit EventQueue(size_t max) : max_(max) {}
   void Push(const v1::RolloutEvent& e) {
     absl::MutexLock lock(&mu_);
-    if (events_.size() >= kMax) {
+    if (events_.size() >= max_) {
       ++dropped_;
       return;
     }
@@ -50,7 +51,7 @@ class EventQueue {
   }
 
  private:
-  static constexpr size_t kMax = 65536;
+  const size_t max_;
   absl::Mutex mu_;
   std::deque<v1::RolloutEvent> events_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
@@ -173,8 +174,9 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
 // watcher goes. One thread per watch writes, one write at a time.
 class WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  WatchReactor(RolloutManager* manager, const grpc::ByteBuffer* in)
-      : manager_(manager) {
+  WatchReactor(RolloutManager* manager, size_t queue_size,
+               const grpc::ByteBuffer* in)
+      : manager_(manager), queue_(std::make_shared<EventQueue>(queue_size)) {
     if (absl::Status s = ParseRequest(Flatten(*in), &request_); !s.ok()) {
       Finish(ToGrpcStatus(s));
       return;
@@ -241,7 +243,7 @@ class WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   RolloutManager* manager_;
   v1::WatchEventsRequest request_;
-  std::shared_ptr<EventQueue> queue_ = std::make_shared<EventQueue>();
+  std::shared_ptr<EventQueue> queue_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool writing_ = false;
@@ -321,7 +323,7 @@ grpc::ServerUnaryReactor* SandfenceService::GetRecord(
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SandfenceService::WatchEvents(
     grpc::CallbackServerContext*, const grpc::ByteBuffer* request) {
-  return new WatchReactor(manager_, request);
+  return new WatchReactor(manager_, watch_queue_, request);
 }
 
 grpc::Status SandfenceService::ListRollouts(grpc::ServerContext*,

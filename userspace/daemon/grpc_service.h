@@ -39,7 +39,12 @@ using SandfenceRawBase = v1::Sandfence::WithRawCallbackMethod_StartRollout<
 
 class SandfenceService final : public SandfenceRawBase {
  public:
-  explicit SandfenceService(RolloutManager* manager) : manager_(manager) {}
+  // watch_queue: events held for one WatchEvents caller that does not
+  // read fast enough; past it they are missed (and the watcher told).
+  explicit SandfenceService(RolloutManager* manager,
+                            size_t watch_queue = kDefaultWatchQueue)
+      : manager_(manager), watch_queue_(watch_queue) {}
+  static constexpr size_t kDefaultWatchQueue = 65536;
 
   grpc::ServerUnaryReactor* StartRollout(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
@@ -65,6 +70,7 @@ class SandfenceService final : public SandfenceRawBase {
 
  private:
   RolloutManager* manager_;  // not owned
+  size_t watch_queue_;
 };
 
 }  // namespace sandfence

@@ -9,7 +9,9 @@
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -46,6 +48,11 @@ enum Stage {
   kStageNoNewPrivs,
   kStageFds,
   kStageExec,
+  kStageMountPrivate,
+  kStageMountProc,
+  kStageSignals,
+  kStageInitFork,
+  kStageSession,
 };
 
 const char* StageName(int stage) {
@@ -68,6 +75,16 @@ const char* StageName(int stage) {
       return "set the user id";
     case kStageExec:
       return "execute the command";
+    case kStageMountPrivate:
+      return "make the sandbox's mounts private (mount --make-rprivate /)";
+    case kStageMountProc:
+      return "mount a /proc of the sandbox's own PID namespace";
+    case kStageSignals:
+      return "set up the sandbox's init to forward signals";
+    case kStageInitFork:
+      return "start the command under the sandbox's init";
+    case kStageSession:
+      return "give the sandbox a session of its own";
   }
   return "start the command";
 }
@@ -115,6 +132,154 @@ int DropCapabilities() {
     data[cap / 32].inheritable &= ~bit;
   }
   return static_cast<int>(::syscall(SYS_capset, &header, data));
+}
+
+// What the child needs between clone3 and exec, prepared before clone3.
+struct ChildPlan {
+  const SpawnOptions* options;
+  const char* exe;
+  char* const* argv;
+  gid_t gid;
+  int error_fd;      // the pipe that reports a failure before exec
+  pid_t parent;      // our pid, in the parent's namespace
+  int parent_pidfd;  // with pid_namespace: readable once the parent died
+};
+
+// Caps, credentials, descriptors, exec. under_init: the caller is the init
+// of the sandbox's PID namespace, which holds the parent-death signal.
+[[noreturn]] void ExecCommand(const ChildPlan& plan, bool under_init) {
+  const SpawnOptions& options = *plan.options;
+  const int fd = plan.error_fd;
+  // The parent (or init) may block signals it forwards; the command must
+  // not inherit that mask.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (options.new_netns && !under_init && BringUpLoopback() != 0) {
+    Fail(fd, kStageLoopback);
+  }
+  if (options.drop_privileges && DropCapabilities() != 0) {
+    Fail(fd, kStageCaps);
+  }
+  // Raw system calls: glibc's wrappers synchronize credentials across the
+  // parent's threads, which do not exist in this child.
+  if (options.uid) {
+    if (::syscall(SYS_setgroups, 0, nullptr) != 0) Fail(fd, kStageGroups);
+    if (::syscall(SYS_setresgid, plan.gid, plan.gid, plan.gid) != 0) {
+      Fail(fd, kStageGid);
+    }
+    if (::syscall(SYS_setresuid, *options.uid, *options.uid, *options.uid) !=
+        0) {
+      Fail(fd, kStageUid);
+    }
+  }
+  if (options.drop_privileges &&
+      ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    Fail(fd, kStageNoNewPrivs);
+  }
+  // After the uid change: changing credentials clears the death signal.
+  // Under init the command needs none: when init exits, the kernel kills
+  // every process of its namespace.
+  if (options.kill_with_parent && !under_init) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+      Fail(fd, kStageDeathSig);
+    }
+    // The parent may have died before the death signal was armed.
+    if (::getppid() != plan.parent) ::_exit(137);
+  }
+  // Sockets the caller left open belong to the caller's cgroup: no hook
+  // would judge them. Everything past stderr closes at exec (the error
+  // pipe too, which is how the parent learns exec worked).
+  if (::syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    Fail(fd, kStageFds);
+  }
+  for (int keep : options.keep_fds) {
+    if (keep != fd && ::fcntl(keep, F_SETFD, 0) != 0) Fail(fd, kStageFds);
+  }
+  ::execve(plan.exe, plan.argv, environ);
+  Fail(fd, kStageExec);
+}
+
+void IgnoreSignal(int) {}
+
+// pid 1 of the sandbox's new PID namespace (and new mount namespace): a
+// /proc that shows only the sandbox's processes, then the command as its
+// only child. It forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the
+// command, reaps orphans, and exits with the command's status (its exit
+// code, or 128+N for signal N). When it exits, the kernel kills whatever
+// is left in the namespace. Nothing inside can signal it: the kernel drops
+// SIGKILL and SIGSTOP sent to a namespace's init from inside.
+[[noreturn]] void RunInit(const ChildPlan& plan) {
+  const SpawnOptions& options = *plan.options;
+  const int fd = plan.error_fd;
+  if (options.kill_with_parent) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+      Fail(fd, kStageDeathSig);
+    }
+    struct pollfd parent_gone = {plan.parent_pidfd, POLLIN, 0};
+    if (::poll(&parent_gone, 1, 0) != 0) ::_exit(137);
+  }
+  if (options.new_netns && BringUpLoopback() != 0) Fail(fd, kStageLoopback);
+  // Our mounts must not propagate back to the host's namespace.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    Fail(fd, kStageMountPrivate);
+  }
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              nullptr) != 0) {
+    Fail(fd, kStageMountProc);
+  }
+  // A namespace's init gets only the signals it has a handler for (from
+  // outside its namespace too): handlers, then the signals wait, blocked,
+  // for sigwaitinfo.
+  sigset_t waited;
+  sigemptyset(&waited);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) {
+    sigaddset(&waited, s);
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = IgnoreSignal;
+    if (::sigaction(s, &sa, nullptr) != 0) Fail(fd, kStageSignals);
+  }
+  if (::sigprocmask(SIG_SETMASK, &waited, nullptr) != 0) {
+    Fail(fd, kStageSignals);
+  }
+  // Our own session and process group: the command inherits the caller's
+  // otherwise, and kill(0) or a terminal's signals reach every member of
+  // a group, in whatever PID namespace. Nothing outside is in ours.
+  if (::setsid() < 0) Fail(fd, kStageSession);
+  struct clone_args args;
+  std::memset(&args, 0, sizeof(args));
+  args.exit_signal = SIGCHLD;
+  const long command = ::syscall(SYS_clone3, &args, sizeof(args));
+  if (command < 0) Fail(fd, kStageInitFork);
+  if (command == 0) {
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) {
+      ::sigaction(s, &dfl, nullptr);
+    }
+    ExecCommand(plan, /*under_init=*/true);
+  }
+  // init keeps no descriptor of ours: not sandfence's maps and links, not
+  // the error pipe (the command's copy closes at exec), not stdio.
+  ::syscall(SYS_close_range, 0, ~0U, 0);
+  for (;;) {
+    siginfo_t info;
+    const int sig = ::sigwaitinfo(&waited, &info);
+    if (sig < 0) continue;
+    if (sig != SIGCHLD) {
+      ::kill(static_cast<pid_t>(command), sig);
+      continue;
+    }
+    int status = 0;
+    pid_t reaped;
+    while ((reaped = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      if (reaped != command) continue;
+      ::_exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                  : WEXITSTATUS(status));
+    }
+  }
 }
 
 }  // namespace
@@ -175,60 +340,34 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
   UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
   const pid_t parent = ::getpid();
+  // The init of a new PID namespace sees no parent (getppid() is 0): it
+  // learns that we died before its death signal was armed from our pidfd.
+  UniqueFd parent_pidfd;
+  if (options.pid_namespace) {
+    parent_pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, parent, 0)));
+    if (!parent_pidfd) return ErrnoError(errno, "pidfd_open of this process");
+  }
 
   struct clone_args args;
   std::memset(&args, 0, sizeof(args));
-  args.flags = CLONE_INTO_CGROUP | (options.new_netns ? CLONE_NEWNET : 0);
+  args.flags = CLONE_INTO_CGROUP | (options.new_netns ? CLONE_NEWNET : 0) |
+               (options.pid_namespace ? CLONE_NEWPID | CLONE_NEWNS : 0);
   args.exit_signal = SIGCHLD;
   args.cgroup = static_cast<uint64_t>(options.cgroup_fd);
   long pid = ::syscall(SYS_clone3, &args, sizeof(args));
   if (pid < 0) {
-    return ErrnoError(errno, "clone3(CLONE_INTO_CGROUP) into the sandbox");
+    return ErrnoError(
+        errno, options.pid_namespace
+                   ? "clone3(CLONE_INTO_CGROUP) into the sandbox with a new "
+                     "PID and mount namespace (this host cannot make them: "
+                     "the command is not started unconfined)"
+                   : "clone3(CLONE_INTO_CGROUP) into the sandbox");
   }
   if (pid == 0) {
-    const int fd = write_end.get();
-    // The parent may block signals it forwards; the command must not
-    // inherit that mask.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (options.new_netns && BringUpLoopback() != 0) Fail(fd, kStageLoopback);
-    if (options.drop_privileges && DropCapabilities() != 0) {
-      Fail(fd, kStageCaps);
-    }
-    // Raw system calls: glibc's wrappers synchronize credentials across the
-    // parent's threads, which do not exist in this child.
-    if (options.uid) {
-      if (::syscall(SYS_setgroups, 0, nullptr) != 0) Fail(fd, kStageGroups);
-      if (::syscall(SYS_setresgid, gid, gid, gid) != 0) Fail(fd, kStageGid);
-      if (::syscall(SYS_setresuid, *options.uid, *options.uid,
-                    *options.uid) != 0) {
-        Fail(fd, kStageUid);
-      }
-    }
-    if (options.drop_privileges &&
-        ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-      Fail(fd, kStageNoNewPrivs);
-    }
-    // After the uid change: changing credentials clears the death signal.
-    if (options.kill_with_parent) {
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
-        Fail(fd, kStageDeathSig);
-      }
-      // The parent may have died before the death signal was armed.
-      if (::getppid() != parent) ::_exit(137);
-    }
-    // Sockets the caller left open belong to the caller's cgroup: no hook
-    // would judge them. Everything past stderr closes at exec (the error
-    // pipe too, which is how the parent learns exec worked).
-    if (::syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-      Fail(fd, kStageFds);
-    }
-    for (int keep : options.keep_fds) {
-      if (keep != fd && ::fcntl(keep, F_SETFD, 0) != 0) Fail(fd, kStageFds);
-    }
-    ::execve(exe->c_str(), argv.data(), environ);
-    Fail(fd, kStageExec);
+    ChildPlan plan{&options, exe->c_str(), argv.data(), gid,
+                   write_end.get(),  parent,         parent_pidfd.get()};
+    if (options.pid_namespace) RunInit(plan);
+    ExecCommand(plan, /*under_init=*/false);
   }
 
   write_end.reset();

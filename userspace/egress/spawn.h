@@ -27,6 +27,17 @@ struct SpawnOptions {
   // capability gives them back.
   bool drop_privileges = true;
   bool kill_with_parent = true;        // PR_SET_PDEATHSIG(SIGKILL)
+  // A new PID namespace and a new mount namespace with a fresh /proc: the
+  // command runs under a small init (pid 1 there) that forwards SIGTERM,
+  // SIGINT, SIGHUP and SIGQUIT to it, reaps orphans and exits with its
+  // status; init and the command are in a session of their own (kill(0)
+  // reaches no process outside); the command sees only the processes of
+  // its namespace, so it
+  // cannot name (signal, ptrace, open /proc/<pid>/ of) the caller or
+  // anything else outside. When init exits or is killed (kill_with_parent:
+  // with the caller), the kernel kills everything left in the namespace.
+  // Fails (the command does not start) where namespaces cannot be made.
+  bool pid_namespace = false;
   // Every descriptor past stderr is closed at exec (a socket the caller
   // left open belongs to the caller's cgroup: no hook would judge it),
   // except these, which the command gets as they are.

@@ -210,6 +210,9 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   spawn.uid = request.uid;
   spawn.gid = request.gid;
   spawn.new_netns = request.private_netns;
+  // Out of the command's reach: it cannot see, so cannot signal, this
+  // process (whatever the guard does), and dies with it.
+  spawn.pid_namespace = true;
   absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
   if (!child.ok()) {
     end().IgnoreError();
@@ -259,6 +262,16 @@ std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
       "sandfence: exit %d; %d allowed, %d denied\n",
       phase.name, absl::AsciiStrToLower(v1::NetworkAccess_Name(phase.access)),
       s.guard_enforcer, s.exit_status, s.counters.allowed, s.counters.denied);
+  for (uint64_t id : s.reaped) {
+    absl::StrAppendFormat(
+        &out, "sandfence: ended the sandbox a dead run left (cgroup %d): "
+              "its processes killed, its hooks and cgroup removed\n",
+        id);
+  }
+  for (const std::string& e : s.reap_errors) {
+    absl::StrAppend(&out, "sandfence: could not end a dead run's sandbox: ", e,
+                    "\n");
+  }
   if (!s.guard_fallback.empty()) {
     absl::StrAppend(&out, "sandfence: process guard fell back to signal: ",
                     s.guard_fallback, "\n");

@@ -20,6 +20,15 @@ ReapReport ReapDeadRuns(HostEnforcement& host) {
     // The processes first: while they die, the hooks still deny.
     absl::StatusOr<std::string> path = host.CgroupPath(id);
     if (path.ok()) s.Update(host.KillCgroup(id));
+    if (!s.ok()) {
+      // Survivors keep their hooks and guard; the next reaper tries again.
+      busy_slots.insert(o.owner.slot);
+      report.errors.push_back(absl::StrCat(
+          "cgroup ", id, " of dead sandfence run pid ", o.owner.pid,
+          ": its processes could not be killed (it stays enforced): ",
+          s.message()));
+      continue;
+    }
     if (o.guarded) s.Update(host.RemoveGuard(id).status());
     absl::StatusOr<AdoptedSandbox> adopted = host.AdoptEgress(id);
     if (adopted.ok()) {

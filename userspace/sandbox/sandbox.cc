@@ -372,6 +372,10 @@ absl::StatusOr<PhaseChange> Sandbox::SwitchPhase(absl::string_view name) {
     absl::StatusOr<uint32_t> generation = host_->SwitchEgress(
         cgroup_.id, policy_.phases[index], static_cast<uint16_t>(index));
     if (!generation.ok()) {
+      // The kernel still enforces the old phase: so does the record.
+      if (recorder_ && recorder_->BeginPhase(out.previous).ok()) {
+        recorder_->BindGeneration(generation_);
+      }
       return absl::Status(generation.status().code(),
                           absl::StrCat("switch to phase ", out.phase, ": ",
                                        generation.status().message()));
@@ -393,9 +397,30 @@ absl::StatusOr<SandboxEnd> Sandbox::End() {
   const uint64_t id = cgroup_.id;
   // Its processes die before the hooks come off: nothing in the sandbox
   // ever runs unenforced.
-  if (created_) out.cleanup.Update(host_->KillCgroup(id));
+  bool survivors = false;
+  if (created_) {
+    absl::Status killed = host_->KillCgroup(id);
+    survivors = !killed.ok();
+    out.cleanup.Update(killed);
+  }
   // What the kernel queued for it reaches its record.
   if (routed_) host_->DrainEvents().IgnoreError();
+  if (survivors) {
+    // What could not be killed stays enforced (pinned), for a reaper to
+    // kill later; the record is finished with what the kernel counted.
+    if (attached_) {
+      absl::StatusOr<SandboxCounters> counters = host_->EgressCounters(id);
+      if (counters.ok()) {
+        out.counters = *counters;
+        out.counters_read = true;
+      }
+    }
+    if (guarded_) {
+      absl::StatusOr<uint64_t> lost = host_->GuardEventsLost(id);
+      if (lost.ok()) out.guard_events_lost = *lost;
+    }
+    attached_ = guarded_ = false;
+  }
   if (guarded_) {
     absl::StatusOr<uint64_t> lost = host_->RemoveGuard(id);
     if (lost.ok()) out.guard_events_lost = *lost;
@@ -415,7 +440,7 @@ absl::StatusOr<SandboxEnd> Sandbox::End() {
     out.hub = host_->events().Unroute(id);
     routed_ = false;
   }
-  out.cleanup.Update(host_->ReleaseCgroup(id, created_));
+  out.cleanup.Update(host_->ReleaseCgroup(id, created_ && !survivors));
   if (recorder_) {
     FinalCounts counts;
     if (out.counters_read) counts.kernel = out.counters;

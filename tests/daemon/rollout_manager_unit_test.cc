@@ -1,0 +1,718 @@
+// RolloutManager's own rules over FakeEnforcement (no root, no BPF):
+// idempotent retries, borrowing, refusals that leave nothing behind, phase
+// rules, adoption by a successor over the same state directory, and
+// decisions made by status codes, never by error text. The kernel side is
+// covered by rollout_manager_test and the daemon's e2e tests.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/cgroup.h"
+#include "daemon/rollout_manager.h"
+#include "daemon/state_store.h"
+#include "egress/egress_abi.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sandbox/fake_enforcement.h"
+#include "support/test_files.h"
+
+namespace sandfence::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kTwoPhases[] = R"pb(
+  phase {
+    name: "agent"
+    network_access: MODEL_ONLY
+    dns { mode: NONE }
+  }
+  phase { name: "verify" network_access: INHERIT }
+  phase {
+    name: "grade"
+    network_access: MODEL_ONLY
+    dns { mode: NONE }
+  }
+)pb";
+constexpr char kInheritOnly[] = R"pb(
+  phase { name: "watch" network_access: INHERIT }
+  phase { name: "after" network_access: INHERIT }
+)pb";
+
+// Files in dir whose name ends with suffix.
+std::vector<std::string> FilesEndingWith(const std::string& dir,
+                                         absl::string_view suffix) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) {
+    if (absl::EndsWith(e->d_name, suffix)) out.push_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A cgroup v2 directory a rollout may name as its sandbox: not the root,
+// not one holding this test process, not deeper than the kernel judges.
+// The manager inspects cgroup_path on disk (InspectCgroup) before the
+// enforcement sees it; the fake never writes to it.
+std::string FindForeignCgroup() {
+  absl::StatusOr<std::string> mount = FindCgroup2Mount();
+  absl::StatusOr<std::string> mine = CgroupOfPid(::getpid());
+  if (!mount.ok() || !mine.ok()) return "";
+  const std::string own = absl::StrCat(*mount, *mine == "/" ? "" : *mine);
+  std::vector<std::pair<std::string, int>> todo = {{*mount, 0}};
+  while (!todo.empty()) {
+    auto [dir, level] = todo.front();
+    todo.erase(todo.begin());
+    if (level >= 3) continue;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    std::vector<std::string> subdirs;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string path = absl::StrCat(dir, "/", name);
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+      subdirs.push_back(path);
+    }
+    ::closedir(d);
+    std::sort(subdirs.begin(), subdirs.end());
+    for (const std::string& path : subdirs) {
+      const bool ours =
+          own == path || absl::StartsWith(own, absl::StrCat(path, "/"));
+      if (!ours && level + 1 <= SF_MAX_CGROUP_DEPTH) return path;
+      todo.push_back({path, level + 1});
+    }
+  }
+  return "";
+}
+
+class RolloutManagerUnitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = std::make_unique<ScopedTempDir>(*std::move(dir));
+    options_.state_dir = dir_->Path("state");
+    options_.records_dir = dir_->Path("records");
+    options_.cgroup_parent = "/fake/sandfence";
+    options_.resolvers = {*HostPort::Parse("127.0.0.1:9", 53)};
+    options_.reap_interval_ms = 0;
+    kernel_ = std::make_shared<FakeKernel>();
+    ASSERT_NO_FATAL_FAILURE(NewManager());
+  }
+
+  void NewManager() {
+    manager_.reset();  // a daemon that stopped: its rollouts stay enforced
+    absl::StatusOr<std::unique_ptr<RolloutManager>> m =
+        RolloutManager::CreateWith(options_,
+                                   std::make_unique<FakeEnforcement>(kernel_));
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+
+  static v1::StartRolloutRequest Request(const std::string& id) {
+    v1::StartRolloutRequest req;
+    req.set_rollout_id(id);
+    req.mutable_sandbox()->set_create(true);
+    req.set_policy_text(kTwoPhases);
+    req.mutable_endpoints()->add_model("http://127.0.0.2:9");
+    return req;
+  }
+
+  static v1::StartRolloutRequest OnCgroup(const std::string& id,
+                                          const std::string& cgroup,
+                                          bool borrowed) {
+    v1::StartRolloutRequest req = Request(id);
+    req.mutable_sandbox()->set_cgroup_path(cgroup);
+    req.set_borrowed(borrowed);
+    if (borrowed) req.set_policy_text(kInheritOnly);
+    return req;
+  }
+
+  std::unique_ptr<ScopedTempDir> dir_;
+  ManagerOptions options_;
+  std::shared_ptr<FakeKernel> kernel_;
+  std::unique_ptr<RolloutManager> manager_;
+};
+
+#define REQUIRE_FOREIGN_CGROUP(var)                                      \
+  const std::string var = FindForeignCgroup();                           \
+  if (var.empty()) {                                                     \
+    GTEST_SKIP() << "no cgroup v2 directory on this host outside this "  \
+                    "test's own cgroup chain (needed as a cgroup_path; " \
+                    "the fake never writes to it)";                      \
+  }
+
+// --- Idempotent retries ---
+
+TEST_F(RolloutManagerUnitTest, SameRequestGetsTheSameAnswer) {
+  absl::StatusOr<v1::StartRolloutResponse> first =
+      manager_->Start(Request("r1"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<v1::StartRolloutResponse> again =
+      manager_->Start(Request("r1"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(DeterministicBytes(*again), DeterministicBytes(*first));
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kCreateCgroup), 1);
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 1);
+  EXPECT_EQ(first->generation(),
+            kernel_->Egress(first->cgroup_id())->generation);
+}
+
+TEST_F(RolloutManagerUnitTest, ConcurrentRetriesStartOnce) {
+  constexpr int kThreads = 8;
+  absl::Notification go;
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<v1::StartRolloutResponse>> answers;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      go.WaitForNotification();
+      absl::StatusOr<v1::StartRolloutResponse> r =
+          manager_->Start(Request("r1"));
+      absl::MutexLock lock(&mu);
+      answers.push_back(std::move(r));
+    });
+  }
+  go.Notify();
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(answers.size(), static_cast<size_t>(kThreads));
+  ASSERT_TRUE(answers[0].ok()) << answers[0].status();
+  for (const auto& a : answers) {
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(DeterministicBytes(*a), DeterministicBytes(*answers[0]));
+  }
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 1);
+}
+
+TEST_F(RolloutManagerUnitTest, DifferentRequestWithAnOpenIdIsAlreadyExists) {
+  ASSERT_TRUE(manager_->Start(Request("r1")).ok());
+  v1::StartRolloutRequest other = Request("r1");
+  other.set_initial_phase("verify");
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(other);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("different request"));
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 1);
+}
+
+TEST_F(RolloutManagerUnitTest, EndedIdsAreNotReused) {
+  ASSERT_TRUE(manager_->Start(Request("r1")).ok());
+  ASSERT_TRUE(manager_->End("r1").ok());
+  const int created = kernel_->CallCount(FakeCall::kCreateCgroup);
+  for (const v1::StartRolloutRequest& req :
+       {Request("r1"), OnCgroup("r1", "/elsewhere", false)}) {
+    absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("not reused"));
+  }
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kCreateCgroup), created);
+  // A retried End gets the record again.
+  absl::StatusOr<v1::EndRolloutResponse> end = manager_->End("r1");
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->record().rollout_id(), "r1");
+}
+
+// --- Borrowing ---
+
+TEST_F(RolloutManagerUnitTest, BorrowingIsInheritOnlyAndAttachesNothing) {
+  REQUIRE_FOREIGN_CGROUP(cgroup);
+  absl::StatusOr<v1::StartRolloutResponse> owner =
+      manager_->Start(OnCgroup("owner", cgroup, false));
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  EXPECT_EQ(owner->borrowed_from(), "");
+
+  // Not asked as borrowed: refused, and says how.
+  absl::StatusOr<v1::StartRolloutResponse> second =
+      manager_->Start(OnCgroup("second", cgroup, false));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("part of open rollout \"owner\""));
+
+  // Borrowed with a restricted phase: refused by the compiler.
+  v1::StartRolloutRequest restricted = OnCgroup("b0", cgroup, true);
+  restricted.set_policy_text(kTwoPhases);
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(restricted);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("only inherit"));
+
+  // Borrowed, inherit only: a record, nothing attached.
+  absl::StatusOr<v1::StartRolloutResponse> borrower =
+      manager_->Start(OnCgroup("b1", cgroup, true));
+  ASSERT_TRUE(borrower.ok()) << borrower.status();
+  EXPECT_EQ(borrower->borrowed_from(), "owner");
+  EXPECT_EQ(borrower->cgroup_id(), owner->cgroup_id());
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 1);
+  ASSERT_TRUE(manager_->SetPhase("b1", "after").ok());
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kSwitchEgress), 0);
+  ASSERT_TRUE(manager_->End("b1").ok());
+  EXPECT_TRUE(kernel_->Egress(owner->cgroup_id()).has_value())
+      << "a borrower's end must leave the owner's enforcement";
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kDetachEgress), 0);
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kRemoveGuard), 0);
+  ASSERT_TRUE(manager_->End("owner").ok());
+  EXPECT_FALSE(kernel_->Egress(owner->cgroup_id()).has_value());
+  EXPECT_FALSE(kernel_->Cgroup(cgroup)->removed)
+      << "an existing cgroup is never removed";
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kKillCgroup), 0);
+}
+
+// Borrowing was check-then-act: the owner map was read at start and
+// written after the attach, so a concurrent owner could be refused (or two
+// could both believe they own the cgroup).
+TEST_F(RolloutManagerUnitTest, ConcurrentOwnerAndBorrowersExactlyOneOwner) {
+  REQUIRE_FOREIGN_CGROUP(cgroup);
+  constexpr int kRounds = 20;
+  constexpr int kBorrowers = 7;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string owner_id = absl::StrCat("owner-", round);
+    absl::Notification go;
+    absl::Mutex mu;
+    std::vector<
+        std::pair<std::string, absl::StatusOr<v1::StartRolloutResponse>>>
+        answers;
+    std::vector<std::thread> threads;
+    for (int i = 0; i <= kBorrowers; ++i) {
+      const std::string id =
+          i == 0 ? owner_id : absl::StrCat("borrower-", round, "-", i);
+      const v1::StartRolloutRequest req = OnCgroup(id, cgroup, i != 0);
+      threads.emplace_back([&, id, req] {
+        go.WaitForNotification();
+        absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
+        absl::MutexLock lock(&mu);
+        answers.emplace_back(id, std::move(r));
+      });
+    }
+    go.Notify();
+    for (std::thread& t : threads) t.join();
+    int owners = 0;
+    for (const auto& [id, r] : answers) {
+      ASSERT_TRUE(r.ok()) << "round " << round << ": " << id
+                          << " refused: " << r.status();
+      if (id == owner_id) {
+        EXPECT_EQ(r->borrowed_from(), "") << "round " << round;
+        ++owners;
+      } else {
+        // A borrower that came first borrows from nobody yet; later ones
+        // name the owner.
+        EXPECT_THAT(r->borrowed_from(), ::testing::AnyOf("", owner_id))
+            << "round " << round << ": " << id;
+      }
+    }
+    EXPECT_EQ(owners, 1);
+    EXPECT_EQ(kernel_->AllEgress().size(), 1u) << "round " << round;
+    for (const auto& [id, r] : answers) {
+      ASSERT_TRUE(manager_->End(id).ok()) << id;
+    }
+    ASSERT_THAT(kernel_->AllEgress(), IsEmpty()) << "round " << round;
+  }
+}
+
+TEST_F(RolloutManagerUnitTest,
+       ConcurrentOwnersExactlyOneWinsOthersToldToBorrow) {
+  REQUIRE_FOREIGN_CGROUP(cgroup);
+  constexpr int kRounds = 20;
+  constexpr int kOwners = 6;
+  for (int round = 0; round < kRounds; ++round) {
+    absl::Notification go;
+    absl::Mutex mu;
+    std::vector<
+        std::pair<std::string, absl::StatusOr<v1::StartRolloutResponse>>>
+        answers;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kOwners; ++i) {
+      const std::string id = absl::StrCat("o-", round, "-", i);
+      threads.emplace_back([&, id] {
+        go.WaitForNotification();
+        absl::StatusOr<v1::StartRolloutResponse> r =
+            manager_->Start(OnCgroup(id, cgroup, false));
+        absl::MutexLock lock(&mu);
+        answers.emplace_back(id, std::move(r));
+      });
+    }
+    go.Notify();
+    for (std::thread& t : threads) t.join();
+    std::string winner;
+    for (const auto& [id, r] : answers) {
+      if (r.ok()) {
+        EXPECT_EQ(winner, "")
+            << "round " << round << ": two owners, " << winner << " and " << id;
+        winner = id;
+        continue;
+      }
+      // Refused because another owns it, never because the kernel entry
+      // was there already (two starts that both believed they owned it).
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
+          << r.status();
+      EXPECT_THAT(std::string(r.status().message()),
+                  HasSubstr("borrowed = true"))
+          << "round " << round << ": " << id;
+    }
+    ASSERT_NE(winner, "") << "round " << round << ": no owner at all";
+    ASSERT_TRUE(manager_->End(winner).ok());
+  }
+}
+
+// --- Refusals change nothing ---
+
+TEST_F(RolloutManagerUnitTest, FailedAttachLeavesNothingBehind) {
+  kernel_->FailNth(FakeCall::kAttachEgress, 1,
+                   absl::InternalError("fake: the map is full"));
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(Request("r1"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(FilesEndingWith(options_.state_dir, ".state"), IsEmpty());
+  EXPECT_THAT(FilesEndingWith(options_.records_dir, ".record"), IsEmpty());
+  EXPECT_THAT(kernel_->AllEgress(), IsEmpty());
+  EXPECT_TRUE(kernel_->Cgroup("/fake/sandfence/r1")->removed);
+  EXPECT_EQ(manager_->List().rollout_size(), 0);
+  const ManagerMetrics m = manager_->Metrics();
+  EXPECT_EQ(m.rollouts_open, 0u);
+  EXPECT_EQ(m.rollouts_started, 0u);
+  EXPECT_EQ(m.refusals, 1u);
+  EXPECT_FALSE(manager_->IsOpen("r1"));
+  // The same id starts once the fault is gone: nothing of it was kept.
+  absl::StatusOr<v1::StartRolloutResponse> again =
+      manager_->Start(Request("r1"));
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST_F(RolloutManagerUnitTest, FailedAttachOnACgroupLeavesNoOwner) {
+  REQUIRE_FOREIGN_CGROUP(cgroup);
+  kernel_->FailNth(FakeCall::kAttachEgress, 1,
+                   absl::InternalError("fake: the map is full"));
+  ASSERT_FALSE(manager_->Start(OnCgroup("first", cgroup, false)).ok());
+  EXPECT_THAT(FilesEndingWith(options_.state_dir, ".state"), IsEmpty());
+  EXPECT_THAT(FilesEndingWith(options_.records_dir, ".record"), IsEmpty());
+  // No owner entry was left: another rollout owns the cgroup, not borrows.
+  absl::StatusOr<v1::StartRolloutResponse> next =
+      manager_->Start(OnCgroup("next", cgroup, false));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->borrowed_from(), "");
+  EXPECT_EQ(kernel_->AllEgress().size(), 1u);
+}
+
+TEST_F(RolloutManagerUnitTest, FailedGuardLeavesNothingBehind) {
+  kernel_->FailNth(FakeCall::kAddGuard, 1,
+                   absl::InternalError("fake: guard map is full"));
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(Request("r1"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("process guard"));
+  EXPECT_THAT(FilesEndingWith(options_.state_dir, ".state"), IsEmpty());
+  EXPECT_THAT(FilesEndingWith(options_.records_dir, ".record"), IsEmpty());
+  EXPECT_THAT(kernel_->AllEgress(), IsEmpty());
+  EXPECT_EQ(manager_->Metrics().rollouts_open, 0u);
+}
+
+TEST_F(RolloutManagerUnitTest, PolicyRefusalCreatesNothing) {
+  v1::StartRolloutRequest req = Request("r1");
+  req.clear_endpoints();  // model_only without a model: refused
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(kernel_->Calls(), IsEmpty());
+  EXPECT_THAT(FilesEndingWith(options_.records_dir, ".record"), IsEmpty());
+}
+
+// --- Phase rules ---
+
+TEST_F(RolloutManagerUnitTest, UnknownInitialPhaseIsMalformedWithTheNames) {
+  v1::StartRolloutRequest req = Request("r1");
+  req.set_initial_phase("review");
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("\"review\""));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("agent, verify, grade"));
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kCreateCgroup), 0);
+}
+
+TEST_F(RolloutManagerUnitTest, SetPhaseRules) {
+  absl::StatusOr<v1::StartRolloutResponse> started =
+      manager_->Start(Request("r1"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  const uint64_t id = started->cgroup_id();
+
+  absl::StatusOr<v1::SetPhaseResponse> bad = manager_->SetPhase("r1", "review");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("agent, verify, grade"));
+  EXPECT_EQ(kernel_->Egress(id)->generation, started->generation());
+
+  absl::StatusOr<v1::SetPhaseResponse> v = manager_->SetPhase("r1", "verify");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->previous_phase(), "agent");
+  EXPECT_EQ(v->phase(), "verify");
+  EXPECT_EQ(v->generation(), kernel_->Egress(id)->generation);
+  EXPECT_GT(v->generation(), started->generation());
+  EXPECT_EQ(kernel_->Egress(id)->phase, 1);
+
+  // A retry: the same generation, nothing switched.
+  absl::StatusOr<v1::SetPhaseResponse> retry =
+      manager_->SetPhase("r1", "verify");
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->generation(), v->generation());
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kSwitchEgress), 1);
+
+  v1::ListRolloutsResponse list = manager_->List();
+  ASSERT_EQ(list.rollout_size(), 1);
+  EXPECT_EQ(list.rollout(0).phase(), "verify");
+  EXPECT_EQ(list.rollout(0).generation(), v->generation());
+  EXPECT_EQ(manager_->Metrics().phase_switches, 1u);
+
+  EXPECT_EQ(manager_->SetPhase("nope", "verify").status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(manager_->End("r1").ok());
+  EXPECT_EQ(manager_->SetPhase("r1", "grade").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// --- Adoption ---
+
+TEST_F(RolloutManagerUnitTest, SecondManagerIsRefusedWhileTheFirstRuns) {
+  absl::StatusOr<std::unique_ptr<RolloutManager>> second =
+      RolloutManager::CreateWith(options_,
+                                 std::make_unique<FakeEnforcement>(kernel_));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(RolloutManagerUnitTest, SuccessorAdoptsWithTheKernelsPhase) {
+  manager_->AdoptAndStart();
+  absl::StatusOr<v1::StartRolloutResponse> r1 = manager_->Start(Request("r1"));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  absl::StatusOr<v1::StartRolloutResponse> r2 = manager_->Start(Request("r2"));
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  absl::StatusOr<v1::SetPhaseResponse> v = manager_->SetPhase("r2", "verify");
+  ASSERT_TRUE(v.ok()) << v.status();
+
+  ASSERT_NO_FATAL_FAILURE(NewManager());
+  // The first daemon is gone; everything it enforced is still enforced.
+  ASSERT_TRUE(kernel_->Egress(r1->cgroup_id()).has_value());
+  ASSERT_TRUE(kernel_->Guarded(r1->cgroup_id()).has_value());
+  // It switched r1 to "grade" and died before saving that: the kernel
+  // says grade, the state says agent.
+  FakeEgress switched = *kernel_->Egress(r1->cgroup_id());
+  switched.phase = 2;
+  switched.generation = kernel_->last_generation() + 1;
+  kernel_->PutEgress(r1->cgroup_id(), switched);
+
+  std::vector<std::string> adopted = manager_->AdoptAndStart();
+  std::sort(adopted.begin(), adopted.end());
+  EXPECT_EQ(adopted, (std::vector<std::string>{"r1", "r2"}));
+  v1::ListRolloutsResponse list = manager_->List();
+  ASSERT_EQ(list.rollout_size(), 2);
+  EXPECT_EQ(list.rollout(0).rollout_id(), "r1");
+  EXPECT_TRUE(list.rollout(0).adopted());
+  EXPECT_EQ(list.rollout(0).phase(), "grade");
+  EXPECT_EQ(list.rollout(0).generation(), switched.generation);
+  EXPECT_EQ(list.rollout(1).phase(), "verify");
+  EXPECT_EQ(list.rollout(1).generation(), v->generation());
+  EXPECT_EQ(manager_->Metrics().rollouts_adopted, 2u);
+  // Adopted as they were: nothing attached, killed or guarded again.
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 2);
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kKillCgroup), 0);
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAddGuard), 2);
+
+  // A retried StartRollout of the same request still gets its answer.
+  absl::StatusOr<v1::StartRolloutResponse> retry =
+      manager_->Start(Request("r1"));
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->cgroup_id(), r1->cgroup_id());
+  // A new rollout gets a generation past every earlier one.
+  absl::StatusOr<v1::StartRolloutResponse> r3 = manager_->Start(Request("r3"));
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  EXPECT_GT(r3->generation(), switched.generation);
+
+  absl::StatusOr<v1::EndRolloutResponse> end = manager_->End("r1");
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->journal_path_size(), 2);
+  std::vector<std::string> adoption;
+  for (const v1::RecordWarning& w : end->record().warning()) {
+    if (w.kind() == v1::WARNING_ADOPTION) adoption.push_back(w.text());
+  }
+  ASSERT_EQ(adoption.size(), 1u);
+  EXPECT_THAT(adoption[0], HasSubstr("believed phase \"agent\""));
+  EXPECT_THAT(adoption[0], HasSubstr("enforced phase \"grade\""));
+  EXPECT_FALSE(kernel_->Egress(r1->cgroup_id()).has_value());
+  EXPECT_TRUE(kernel_->CgroupById(r1->cgroup_id())->removed);
+}
+
+TEST_F(RolloutManagerUnitTest, SuccessorKeepsADeadDaemonsUnnamedSandbox) {
+  // A daemon died between attaching and saving its state: the kernel has
+  // a sandbox no state names.
+  const CgroupRef cg = kernel_->AddCgroup("/fake/sandfence/lost");
+  FakeEgress left;
+  left.generation = 77;
+  left.ring = 30;
+  kernel_->PutEgress(cg.id, left);
+  kernel_->PutGuard(cg.id, GuardMode::kAuto);
+  kernel_->AddDeadDriver(30, DriverKind::kDaemon, 12345);
+  EXPECT_THAT(manager_->AdoptAndStart(), IsEmpty());
+  // Kept enforced, not ended; the dead daemon's slot is freed.
+  ASSERT_TRUE(kernel_->Egress(cg.id).has_value());
+  EXPECT_NE(kernel_->Egress(cg.id)->ring, 30);
+  EXPECT_TRUE(kernel_->Guarded(cg.id).has_value());
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kDetachEgress), 0);
+  EXPECT_EQ(kernel_->ForgottenSlots(), std::vector<uint32_t>{30});
+}
+
+TEST_F(RolloutManagerUnitTest, ADeadRunsSandboxIsReapedAtStart) {
+  const CgroupRef cg = kernel_->AddCgroup("/fake/run/s1");
+  FakeEgress left;
+  left.generation = 9;
+  left.ring = 31;
+  kernel_->PutEgress(cg.id, left);
+  kernel_->PutGuard(cg.id, GuardMode::kSignal);
+  kernel_->AddDeadDriver(31, DriverKind::kRun, 4321);
+  EXPECT_THAT(manager_->AdoptAndStart(), IsEmpty());
+  // Its processes die first, then the guard and the hooks come off.
+  const std::vector<std::string> calls = kernel_->Calls();
+  auto at = [&](absl::string_view name) {
+    return std::find_if(calls.begin(), calls.end(),
+                        [&](const std::string& c) {
+                          return absl::StartsWith(c, name);
+                        }) -
+           calls.begin();
+  };
+  EXPECT_LT(at("KillCgroup"), at("RemoveGuard")) << absl::StrJoin(calls, " ");
+  EXPECT_LT(at("RemoveGuard"), at("DetachEgress")) << absl::StrJoin(calls, " ");
+  EXPECT_FALSE(kernel_->Egress(cg.id).has_value());
+  EXPECT_FALSE(kernel_->Guarded(cg.id).has_value());
+  EXPECT_TRUE(kernel_->Cgroup(cg.path)->removed);
+  EXPECT_EQ(manager_->Metrics().runs_reaped, 1u);
+}
+
+TEST_F(RolloutManagerUnitTest, SuccessorRestoresOwnershipAndBorrowing) {
+  REQUIRE_FOREIGN_CGROUP(cgroup);
+  ASSERT_TRUE(manager_->Start(OnCgroup("owner", cgroup, false)).ok());
+  absl::StatusOr<v1::StartRolloutResponse> b1 =
+      manager_->Start(OnCgroup("b1", cgroup, true));
+  ASSERT_TRUE(b1.ok()) << b1.status();
+  ASSERT_NO_FATAL_FAILURE(NewManager());
+  std::vector<std::string> adopted = manager_->AdoptAndStart();
+  std::sort(adopted.begin(), adopted.end());
+  EXPECT_EQ(adopted, (std::vector<std::string>{"b1", "owner"}));
+  // The adopted owner still owns the cgroup: a new owner is refused, a new
+  // borrower names it.
+  absl::StatusOr<v1::StartRolloutResponse> other =
+      manager_->Start(OnCgroup("other", cgroup, false));
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(std::string(other.status().message()),
+              HasSubstr("part of open rollout \"owner\""));
+  absl::StatusOr<v1::StartRolloutResponse> b2 =
+      manager_->Start(OnCgroup("b2", cgroup, true));
+  ASSERT_TRUE(b2.ok()) << b2.status();
+  EXPECT_EQ(b2->borrowed_from(), "owner");
+  // The adopted borrower attached nothing.
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 1);
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAdoptEgress), 1);
+}
+
+// --- What the daemon shows ---
+
+TEST_F(RolloutManagerUnitTest, ListAndMetricsReadTheKernelsCounters) {
+  absl::StatusOr<v1::StartRolloutResponse> r1 = manager_->Start(Request("r1"));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  SandboxCounters c;
+  c.allowed = 5;
+  c.denied = 3;
+  c.events_lost = 2;
+  kernel_->SetCounters(r1->cgroup_id(), c);
+  v1::ListRolloutsResponse list = manager_->List();
+  ASSERT_EQ(list.rollout_size(), 1);
+  EXPECT_EQ(list.rollout(0).allowed(), 5u);
+  EXPECT_EQ(list.rollout(0).denied(), 3u);
+  const ManagerMetrics m = manager_->Metrics();
+  EXPECT_EQ(m.rollouts_open, 1u);
+  EXPECT_EQ(m.rollouts_started, 1u);
+  EXPECT_EQ(m.events_lost, 2u);
+}
+
+TEST_F(RolloutManagerUnitTest, WatchSeesTheRolloutsEventsFromTheEventThread) {
+  manager_->AdoptAndStart();  // starts the event thread
+  absl::StatusOr<v1::StartRolloutResponse> r1 = manager_->Start(Request("r1"));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  absl::Notification seen;
+  v1::RolloutEvent got;
+  absl::StatusOr<uint64_t> watch =
+      manager_->Watch("r1", [&](const v1::RolloutEvent& e) {
+        if (seen.HasBeenNotified()) return;
+        got = e;
+        seen.Notify();
+      });
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  auto* fake = dynamic_cast<FakeEnforcement*>(&manager_->enforcement());
+  ASSERT_NE(fake, nullptr);
+  NetEvent e;
+  e.sandbox = r1->cgroup_id();
+  e.cgroup = r1->cgroup_id();
+  e.generation = r1->generation();
+  e.verdict = SF_VERDICT_DENY;
+  e.reason = SF_REASON_NO_RULE;
+  e.hook = SF_HOOK_CONNECT4;
+  e.protocol = 6;
+  e.port = 9;
+  e.addr = *IpAddress::Parse("127.0.0.9");
+  fake->Queue(e);
+  // A bound on a hang, not a speed assertion.
+  ASSERT_TRUE(seen.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the event thread never delivered the queued event";
+  EXPECT_EQ(got.rollout_id(), "r1");
+  EXPECT_EQ(got.verdict(), v1::VERDICT_DENY);
+  EXPECT_EQ(got.address(), "127.0.0.9");
+  EXPECT_EQ(got.port(), 9u);
+  EXPECT_EQ(got.generation(), r1->generation());
+  EXPECT_EQ(manager_->Metrics().decisions_denied, 1u);
+  manager_->Unwatch(*watch);
+  ASSERT_TRUE(manager_->End("r1").ok());
+  EXPECT_FALSE(manager_->IsOpen("r1"));
+}
+
+// --- Decisions by code, never by text ---
+
+TEST_F(RolloutManagerUnitTest, AttachAlreadyExistsIsTheAlreadyEnforcedRefusal) {
+  kernel_->FailNth(FakeCall::kAttachEgress, 1,
+                   absl::AlreadyExistsError("fake: qqq"));
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(Request("r1"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("already enforced by sandfence"));
+}
+
+TEST_F(RolloutManagerUnitTest, ErrorTextSayingFileExistsDecidesNothing) {
+  kernel_->FailNth(FakeCall::kAttachEgress, 1,
+                   absl::InternalError("bpf_map_update_elem: File exists"));
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(Request("r1"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::Not(HasSubstr("already enforced")));
+}
+
+}  // namespace
+}  // namespace sandfence::testing
