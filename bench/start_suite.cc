@@ -228,7 +228,10 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report) {
         const std::string id = absl::StrCat(which, "-", i);
         absl::StatusOr<v1::StartRolloutRequest> req =
             Request(id, std::string(which) == "big" ? big_text : small_text);
-        if (!req.ok()) return req.status();
+        if (!req.ok()) {
+          status = req.status();
+          break;
+        }
         Clock::time_point t0 = Clock::now();
         absl::StatusOr<v1::StartRolloutResponse> r = manager.Start(*req);
         const double ms = MsSince(t0);
@@ -241,6 +244,53 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report) {
           status = s;
           break;
         }
+      }
+    }
+  }
+  // Adoption: a rollout left open by one manager, taken over by the next
+  // (a restarted daemon) in AdoptAndStart, which runs before it serves.
+  std::vector<double> adopt_big, adopt_small;
+  for (int i = 0; i < reps && !g_interrupted && status.ok(); ++i) {
+    for (const char* which : {"small", "big"}) {
+      const std::string id = absl::StrCat("adopt-", which, "-", i);
+      absl::StatusOr<v1::StartRolloutRequest> req =
+          Request(id, std::string(which) == "big" ? big_text : small_text);
+      if (!req.ok()) {
+        status = req.status();
+        break;
+      }
+      {
+        absl::StatusOr<std::unique_ptr<RolloutManager>> m =
+            RolloutManager::Create(mo);
+        if (!m.ok()) {
+          status = m.status();
+          break;
+        }
+        (*m)->AdoptAndStart();
+        if (absl::StatusOr<v1::StartRolloutResponse> r = (*m)->Start(*req);
+            !r.ok()) {
+          status = r.status();
+          break;
+        }
+      }  // the manager goes; the rollout stays enforced
+      absl::StatusOr<std::unique_ptr<RolloutManager>> m =
+          RolloutManager::Create(mo);
+      if (!m.ok()) {
+        status = m.status();
+        break;
+      }
+      Clock::time_point t0 = Clock::now();
+      std::vector<std::string> adopted = (*m)->AdoptAndStart();
+      const double ms = MsSince(t0);
+      if (adopted.size() != 1) {
+        status = absl::InternalError(
+            absl::StrCat("adopted ", adopted.size(), " rollouts, not 1"));
+        break;
+      }
+      (std::string(which) == "big" ? adopt_big : adopt_small).push_back(ms);
+      if (absl::Status s = (*m)->End(id).status(); !s.ok()) {
+        status = s;
+        break;
       }
     }
   }
@@ -270,6 +320,17 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report) {
   total.baseline = "baseline";
   total.baseline_median = baseline.stats.median;
   report->Add(total);
+  Row adopt_base = StartRow("adopt_and_start", "baseline", 10, adopt_small,
+                            "baseline: a new manager's AdoptAndStart over one "
+                            "open 10-rule rollout");
+  report->Add(adopt_base);
+  Row adopt = StartRow("adopt_and_start", "sandfence", big, adopt_big,
+                       "a new manager's AdoptAndStart (before it serves) over "
+                       "one open rollout of this size: its compiled policy "
+                       "read back from the state file, nothing recompiled");
+  adopt.baseline = "baseline";
+  adopt.baseline_median = adopt_base.stats.median;
+  report->Add(adopt);
   const std::string of_start = "a stage of start_rollout, timed alone";
   report->Add(StartRow("stage_parse", "sandfence", big, st.parse,
                        absl::StrCat(of_start,
