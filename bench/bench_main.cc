@@ -2,7 +2,7 @@
 // baseline in the same run (issue 7). bench/run is the way to start it.
 //
 //   sandfence_bench [--smoke] [--json PATH]
-//                   [--suites connect,events,control,dns]
+//                   [--suites connect,events,control,dns,start]
 //                   [--worker PATH]
 //
 // Needs root (BPF programs, cgroups, nftables). It runs in a network
@@ -40,7 +40,7 @@ struct Args {
   bool smoke = false;
   bool control_child = false;
   std::string json = "sandfence-bench.json";
-  std::vector<std::string> suites = {"connect", "events", "control", "dns"};
+  std::vector<std::string> suites = {"connect", "events", "control", "dns", "start"};
   std::string worker;
   std::string cgroup_root;  // control child: the parent's subtree
   std::string work_dir;     // control child: the parent's scratch dir
@@ -50,7 +50,7 @@ struct Args {
 void Usage() {
   std::fprintf(stderr,
                "usage: sandfence_bench [--smoke] [--json PATH] "
-               "[--suites connect,events,control,dns] [--worker PATH]\n");
+               "[--suites connect,events,control,dns,start] [--worker PATH]\n");
 }
 
 bool ParseArgs(int argc, char** argv, Args* a) {
@@ -72,7 +72,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       if (!value(&v)) return false;
       a->suites = absl::StrSplit(v, ',', absl::SkipEmpty());
       for (const std::string& s : a->suites) {
-        if (s != "connect" && s != "events" && s != "control" && s != "dns") {
+        if (s != "connect" && s != "events" && s != "control" && s != "dns" &&
+            s != "start") {
           return false;
         }
       }
@@ -259,6 +260,7 @@ int Main(int argc, char** argv) {
     if (suite == "events") s = RunEventsSuite(o, &report);
     if (suite == "control") s = RunControlInChild(a, o, &report);
     if (suite == "dns") s = RunDnsSuite(o, &report);
+    if (suite == "start") s = RunStartSuite(o, &report);
     if (!s.ok()) {
       ++failures;
       report.Note(absl::StrCat(suite, " suite failed: ", s.ToString()));

@@ -34,6 +34,9 @@ REQUIRED = [
     ("dns", "query_latency", "filter"),
     ("dns", "added_latency_p50", "filter - direct"),
     ("dns", "added_latency_p99", "filter - direct"),
+    ("start", "start_rollout", "baseline"),
+    ("start", "start_rollout", "sandfence"),
+    ("start", "stage_compile", "sandfence"),
 ]
 
 

@@ -30,6 +30,10 @@ absl::Status RunControlSuite(const BenchOptions& options, Report* report);
 // straight to the same upstream, in alternating rounds.
 absl::Status RunDnsSuite(const BenchOptions& options, Report* report);
 
+// StartRollout of a 40,000-rule policy through RolloutManager (issue 12,
+// item 9), against a 10-rule start, with its stages timed apart.
+absl::Status RunStartSuite(const BenchOptions& options, Report* report);
+
 // Judges the issue's targets from the rows.
 void EvaluateTargets(const BenchOptions& options, Report* report);
 
