@@ -33,148 +33,16 @@
 #ifndef SANDFENCE_VERSION
 #define SANDFENCE_VERSION "unknown"
 #endif
+#include "daemon/rollout_internal.h"
 
 namespace sandfence {
 
-struct RolloutManager::Rollout {
-  // Serializes Start/SetPhase/End of this rollout.
-  absl::Mutex mu;
-  // Set once Start has finished (ok or not), under mu.
-  bool started = false;
-  absl::Status start_status;
-  std::string request_bytes;  // deterministic: for idempotent retries
-  v1::RolloutState state;     // what is saved
-  std::unique_ptr<Sandbox> sandbox;
-  bool adopted = false;
-  bool ended = false;
-
-  const std::string& id() const { return state.request().rollout_id(); }
-  uint64_t cgroup_id() const { return state.response().cgroup_id(); }
-  bool open() const { return started && start_status.ok() && !ended; }
-};
-
-namespace {
-
-// A caller's string in a message: escaped, and cut if it is huge.
-std::string Echo(absl::string_view s) {
-  if (s.size() <= 64) return absl::CHexEscape(s);
-  return absl::StrCat(absl::CHexEscape(s.substr(0, 64)), "... (", s.size(),
-                      " bytes)");
-}
-
-bool IsIdChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-         c == '-' || c == '.';
-}
-
-int64_t NowUnixNs() { return absl::ToUnixNanos(absl::Now()); }
-
-// The time of the last write to a journal: where a dead daemon's record
-// stops.
-std::optional<int64_t> MtimeNs(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-         st.st_mtim.tv_nsec;
-}
-
-PolicySource SourceOf(const v1::StartRolloutRequest& req) {
-  PolicySource source;
-  switch (req.policy_case()) {
-    case v1::StartRolloutRequest::kPolicySet:
-      source.kind = PolicySource::Kind::kSet;
-      source.set = req.policy_set();
-      break;
-    case v1::StartRolloutRequest::kPolicyText:
-      source.kind = PolicySource::Kind::kText;
-      source.text = req.policy_text();
-      break;
-    case v1::StartRolloutRequest::kPolicyFile:
-      source.kind = PolicySource::Kind::kFile;
-      source.file = req.policy_file();
-      break;
-    case v1::StartRolloutRequest::kNetworkAccess:
-      source.kind = PolicySource::Kind::kNetworkAccess;
-      source.network_access = req.network_access();
-      break;
-    default:
-      break;
-  }
-  return source;
-}
-
-absl::StatusOr<CompiledPolicy> CompileForRequest(
-    const v1::PolicySet& policy_set, const v1::StartRolloutRequest& req,
-    const std::vector<HostPort>& resolvers) {
-  RolloutEndpoints endpoints;
-  for (const std::string& m : req.endpoints().model()) {
-    endpoints.model.push_back(m);
-  }
-  for (const v1::ToolGrant& t : req.endpoints().tool()) {
-    endpoints.tools.push_back(t);
-  }
-  for (const v1::AllowRule& a : req.endpoints().allow()) {
-    endpoints.allow.push_back(a);
-  }
-  CompileContext context;
-  context.own_netns = req.own_netns();
-  context.borrowed = req.borrowed();
-  ResolverOptions ropts;
-  ropts.servers = resolvers;
-  LazyResolver resolver(ropts);
-  PolicyCompiler compiler(
-      &resolver, resolvers.empty()
-                     ? ReadResolvConf()
-                     : absl::StatusOr<std::vector<HostPort>>(resolvers));
-  return compiler.Compile(policy_set, endpoints, context);
-}
-
-absl::StatusOr<CompiledPolicy> PolicyFromState(const v1::RolloutState& s) {
-  CompiledPolicy policy;
-  policy.name = s.response().policy_name();
-  policy.content_hash = s.response().policy_hash();
-  for (const v1::PhasePolicy& p : s.compiled_phase()) {
-    absl::StatusOr<CompiledPhase> phase = FromPhasePolicy(p);
-    if (!phase.ok()) return phase.status();
-    policy.phases.push_back(*std::move(phase));
-  }
-  if (policy.phases.empty()) return Malformed("the state has no policy");
-  return policy;
-}
-
-// The cgroup v2 directories of this process and its ancestors: never a
-// sandbox (attaching there would govern the daemon, or the whole host).
-std::vector<uint64_t> OwnCgroupChain() {
-  std::vector<uint64_t> ids;
-  absl::StatusOr<std::string> mount = FindCgroup2Mount();
-  absl::StatusOr<std::string> mine = CgroupOfPid(::getpid());
-  if (!mount.ok() || !mine.ok()) return ids;
-  std::string path = absl::StrCat(*mount, *mine == "/" ? "" : *mine);
-  for (;;) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) ids.push_back(st.st_ino);
-    if (path.size() <= mount->size()) break;
-    path = path.substr(0, path.rfind('/'));
-  }
-  return ids;
-}
-
-}  // namespace
-
-absl::Status ValidateRolloutId(absl::string_view id) {
-  if (id.empty()) return Malformed("rollout_id is empty");
-  if (id.size() > 128) {
-    return Malformed(absl::StrCat("rollout_id is ", id.size(),
-                                  " characters long; at most 128"));
-  }
-  if (id[0] == '.' || !std::all_of(id.begin(), id.end(), IsIdChar)) {
-    return Malformed(absl::StrCat(
-        "rollout_id \"", Echo(id),
-        "\" may contain only letters, digits, '_', '-' and '.', and may not "
-        "start with '.'"));
-  }
-  return absl::OkStatus();
-}
+using rollout_internal::CompileForRequest;
+using rollout_internal::Echo;
+using rollout_internal::MtimeNs;
+using rollout_internal::NowUnixNs;
+using rollout_internal::OwnCgroupChain;
+using rollout_internal::SourceOf;
 
 RolloutManager::RolloutManager(ManagerOptions options,
                                std::unique_ptr<HostEnforcement> enforcement,
@@ -197,9 +65,8 @@ absl::StatusOr<std::unique_ptr<RolloutManager>> RolloutManager::Create(
   absl::StatusOr<std::unique_ptr<KernelEnforcement>> kernel =
       KernelEnforcement::Create(kopts);
   if (!kernel.ok()) return kernel.status();
-  std::unique_ptr<RolloutManager> m(
-      new RolloutManager(std::move(options), *std::move(kernel),
-                         *std::move(store)));
+  std::unique_ptr<RolloutManager> m(new RolloutManager(
+      std::move(options), *std::move(kernel), *std::move(store)));
   if (absl::Status s = MakeDirs(m->options_.records_dir); !s.ok()) return s;
   // Out of every guarded sandbox's reach: a root agent must not rewrite
   // the state a successor adopts, its own record, or the policies.
@@ -235,9 +102,8 @@ absl::StatusOr<std::unique_ptr<RolloutManager>> RolloutManager::CreateWith(
 absl::Status RolloutManager::Protect(const std::string& path) {
   absl::Status s = enforcement_->Protect(path);
   if (s.ok()) return s;
-  return absl::Status(s.code(),
-                      absl::StrCat("protect ", path, " from sandboxes: ",
-                                   s.message()));
+  return absl::Status(s.code(), absl::StrCat("protect ", path,
+                                             " from sandboxes: ", s.message()));
 }
 
 RolloutManager::~RolloutManager() {
@@ -337,10 +203,10 @@ absl::StatusOr<CgroupRef> RolloutManager::CheckExistingCgroup(
     }
   }
   if (ref->level > SF_MAX_CGROUP_DEPTH) {
-    return Rejected(absl::StrCat(
-        "sandbox.cgroup_path \"", Echo(path), "\" is at cgroup level ",
-        ref->level, "; sandfence judges sandboxes down to level ",
-        SF_MAX_CGROUP_DEPTH));
+    return Rejected(absl::StrCat("sandbox.cgroup_path \"", Echo(path),
+                                 "\" is at cgroup level ", ref->level,
+                                 "; sandfence judges sandboxes down to level ",
+                                 SF_MAX_CGROUP_DEPTH));
   }
   return ref;
 }
@@ -674,7 +540,8 @@ absl::StatusOr<v1::GetRecordResponse> RolloutManager::GetRecord(
       return out;
     }
   }
-  absl::StatusOr<std::string> bytes = ReadWholeFile(FinalRecordPath(rollout_id));
+  absl::StatusOr<std::string> bytes =
+      ReadWholeFile(FinalRecordPath(rollout_id));
   if (!bytes.ok()) {
     return absl::NotFoundError(
         absl::StrCat("no rollout \"", rollout_id, "\", open or ended"));
@@ -684,348 +551,6 @@ absl::StatusOr<v1::GetRecordResponse> RolloutManager::GetRecord(
         absl::StrCat("record ", FinalRecordPath(rollout_id), " is corrupt"));
   }
   return out;
-}
-
-v1::ListRolloutsResponse RolloutManager::List() {
-  v1::ListRolloutsResponse out;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, view] : views_) *out.add_rollout() = view;
-  }
-  for (v1::RolloutSummary& s : *out.mutable_rollout()) {
-    if (!s.borrowed_from().empty()) continue;
-    if (absl::StatusOr<SandboxCounters> c =
-            enforcement_->EgressCounters(s.cgroup_id());
-        c.ok()) {
-      s.set_allowed(c->allowed);
-      s.set_denied(c->denied);
-    }
-  }
-  std::sort(out.mutable_rollout()->begin(), out.mutable_rollout()->end(),
-            [](const v1::RolloutSummary& a, const v1::RolloutSummary& b) {
-              return a.rollout_id() < b.rollout_id();
-            });
-  return out;
-}
-
-ManagerMetrics RolloutManager::Metrics() {
-  ManagerMetrics m;
-  std::vector<uint64_t> ids;
-  {
-    absl::MutexLock lock(&mu_);
-    m.rollouts_open = views_.size();
-    for (const auto& [cgroup_id, owner] : owner_of_) ids.push_back(cgroup_id);
-  }
-  for (uint64_t id : ids) {
-    if (absl::StatusOr<SandboxCounters> c = enforcement_->EgressCounters(id);
-        c.ok()) {
-      m.events_lost += c->events_lost;
-    }
-  }
-  const HubCounts hub = enforcement_->events().counts();
-  m.decode_errors = hub.net_decode_errors + hub.guard_decode_errors;
-  m.rollouts_started = started_;
-  m.rollouts_ended = ended_;
-  m.rollouts_adopted = adopted_;
-  m.decisions_allowed = allowed_;
-  m.decisions_denied = denied_;
-  m.phase_switches = switches_;
-  m.refusals = refusals_;
-  m.watch_events_missed = watch_missed_;
-  m.calls_refused_from_sandboxes = refused_calls_;
-  m.runs_reaped = reaped_;
-  return m;
-}
-
-v1::HealthResponse RolloutManager::Health() {
-  v1::HealthResponse h;
-  h.set_version(SANDFENCE_VERSION);
-  h.set_libbpf_version(
-      absl::StrCat(libbpf_major_version(), ".", libbpf_minor_version()));
-  utsname u{};
-  if (::uname(&u) == 0) h.set_kernel_release(u.release);
-  h.set_egress(enforcement_->EgressName());
-  const std::string guard = enforcement_->GuardStatus();
-  h.set_guard(guard);
-  if (absl::StartsWith(guard, "lsm")) h.add_kernel_feature("bpf_lsm");
-  h.set_pin_dir(enforcement_->PinRoot());
-  {
-    absl::MutexLock lock(&mu_);
-    h.set_open_rollouts(static_cast<uint32_t>(views_.size()));
-    uint32_t adopted = 0;
-    for (const auto& [id, v] : views_) adopted += v.adopted() ? 1 : 0;
-    h.set_adopted_rollouts(adopted);
-  }
-  h.add_kernel_feature("cgroup_sock_addr");
-  h.add_kernel_feature("cgroup_skb");
-  h.add_kernel_feature("ringbuf");
-  if (!enforcement_->PinRoot().empty()) h.add_kernel_feature("bpffs_pinning");
-  return h;
-}
-
-absl::StatusOr<uint64_t> RolloutManager::Watch(const std::string& rollout_id,
-                                               EventSink sink) {
-  if (absl::Status s = ValidateRolloutId(rollout_id); !s.ok()) return s;
-  std::shared_ptr<Rollout> r = Find(rollout_id);
-  if (r == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("no open rollout \"", rollout_id, "\""));
-  }
-  absl::MutexLock rl(&r->mu);
-  if (!r->open()) {
-    return absl::NotFoundError(
-        absl::StrCat("no open rollout \"", rollout_id, "\""));
-  }
-  const uint64_t listener = r->sandbox->AddListener(SandboxListener{
-      [this, sink, rollout_id](const NetEvent& e) {
-        v1::RolloutEvent out;
-        out.set_rollout_id(rollout_id);
-        out.set_generation(e.generation);
-        out.set_verdict(e.denied() ? v1::VERDICT_DENY : v1::VERDICT_ALLOW);
-        out.set_reason(std::string(ReasonName(e.reason)));
-        out.set_hook(std::string(HookName(e.hook)));
-        out.set_protocol(ProtocolName(e.protocol));
-        out.set_address(e.addr.ToString());
-        out.set_port(e.port);
-        out.set_pid(e.pid);
-        out.set_tgid(e.tgid);
-        out.set_command(e.comm);
-        *out.mutable_time() = clock_.ToTimestamp(e.boot_ns);
-        sink(out);
-      },
-      nullptr});
-  absl::MutexLock lock(&watch_mu_);
-  const uint64_t id = next_watch_id_++;
-  watches_[id] = WatchEntry{r, listener};
-  return id;
-}
-
-void RolloutManager::Unwatch(uint64_t watch_id) {
-  WatchEntry entry;
-  {
-    absl::MutexLock lock(&watch_mu_);
-    auto it = watches_.find(watch_id);
-    if (it == watches_.end()) return;
-    entry = std::move(it->second);
-    watches_.erase(it);
-  }
-  absl::MutexLock rl(&entry.rollout->mu);
-  if (entry.rollout->sandbox) {
-    entry.rollout->sandbox->RemoveListener(entry.listener);
-  }
-}
-
-bool RolloutManager::IsOpen(const std::string& rollout_id) {
-  absl::MutexLock lock(&mu_);
-  return views_.contains(rollout_id);
-}
-
-void RolloutManager::CountDecisions(Sandbox& sandbox) {
-  sandbox.AddListener(SandboxListener{
-      [this](const NetEvent& e) {
-        (e.denied() ? denied_ : allowed_).fetch_add(1,
-                                                    std::memory_order_relaxed);
-      },
-      nullptr});
-}
-
-void RolloutManager::EventLoop() {
-  int64_t last_reap = NowUnixNs();
-  while (!stop_) {
-    absl::StatusOr<int> n = enforcement_->PollEvents(20);
-    if (!n.ok()) LogError("event reader: %s", n.status().ToString());
-    std::vector<std::shared_ptr<Rollout>> open;
-    {
-      absl::MutexLock lock(&mu_);
-      for (const auto& [id, r] : rollouts_) open.push_back(r);
-    }
-    for (const std::shared_ptr<Rollout>& r : open) {
-      // Never wait for a rollout's call: its next tick will do.
-      if (!r->mu.TryLock()) continue;
-      if (r->open() && r->sandbox->recorder() != nullptr) {
-        r->sandbox->recorder()->Tick().IgnoreError();  // errors stick
-      }
-      r->mu.Unlock();
-    }
-    if (options_.reap_interval_ms > 0 &&
-        NowUnixNs() - last_reap >=
-            static_cast<int64_t>(options_.reap_interval_ms) * 1000000) {
-      last_reap = NowUnixNs();
-      ReapRuns();
-    }
-  }
-}
-
-void RolloutManager::ReapRuns() {
-  ReapReport report = ReapDeadRuns(*enforcement_);
-  reaped_ += report.reaped.size();
-  for (uint64_t id : report.reaped) {
-    LogInfo("ended cgroup %d: its sandfence run died", id);
-  }
-  for (const std::string& e : report.errors) {
-    LogError("could not end the sandbox of a dead sandfence run: %s", e);
-  }
-}
-
-std::vector<std::string> RolloutManager::AdoptAndStart() {
-  std::vector<std::string> adopted;
-  ReapRuns();
-  for (StateStore::Loaded& loaded : store_->LoadAll()) {
-    if (!loaded.state.ok()) {
-      LogError(
-          "cannot read rollout state %s (%s); its sandbox stays enforced "
-          "(sandfence daemon --cleanup removes it)",
-          loaded.path, loaded.state.status().ToString());
-      continue;
-    }
-    const std::string id = loaded.state->request().rollout_id();
-    if (absl::Status s = Adopt(*std::move(loaded.state)); !s.ok()) {
-      LogError("cannot adopt rollout %s: %s; its sandbox stays enforced", id,
-               s.ToString());
-      continue;
-    }
-    ++adopted_;
-    adopted.push_back(id);
-    LogInfo("adopted rollout %s", id);
-  }
-  // Sandboxes of dead daemons that no state names (a daemon that died
-  // between attaching and saving, or whose state file was removed): kept
-  // enforced under this daemon, and said.
-  for (const OrphanSandbox& o : enforcement_->Orphans()) {
-    if (o.owner.kind != DriverKind::kDaemon) continue;
-    bool owned;
-    {
-      absl::MutexLock lock(&mu_);
-      owned = owner_of_.contains(o.egress.cgroup_id);
-    }
-    if (!owned) AdoptUnowned(o);
-  }
-  // What the kernel queued for them while no daemon read it reaches their
-  // records, then the dead daemons' slots are free.
-  for (const DeadDriver& d : enforcement_->DeadDrivers()) {
-    if (d.kind != DriverKind::kDaemon) continue;
-    if (absl::Status s = enforcement_->RecoverEvents(d.slot); !s.ok()) {
-      LogWarning("events queued for a dead daemon's sandboxes: %s",
-                 s.ToString());
-    }
-    enforcement_->ForgetDeadDriver(d.slot);
-  }
-  event_thread_ = std::thread([this] { EventLoop(); });
-  return adopted;
-}
-
-void RolloutManager::AdoptUnowned(const OrphanSandbox& o) {
-  absl::StatusOr<AdoptedSandbox> taken =
-      enforcement_->AdoptEgress(o.egress.cgroup_id);
-  if (!taken.ok()) {
-    LogError("cgroup %d of a dead daemon: %s", o.egress.cgroup_id,
-             taken.status().ToString());
-    return;
-  }
-  if (o.guarded) enforcement_->AdoptGuard(o.egress.cgroup_id).IgnoreError();
-  LogWarning(
-      "cgroup %d is enforced by sandfence but belongs to no rollout of this "
-      "daemon (its state is gone); it stays enforced; sandfence daemon "
-      "--cleanup removes it",
-      o.egress.cgroup_id);
-}
-
-absl::Status RolloutManager::Adopt(v1::RolloutState state) {
-  const std::string id = state.request().rollout_id();
-  if (absl::Status s = ValidateRolloutId(id); !s.ok()) return s;
-  auto r = std::make_shared<Rollout>();
-  r->request_bytes = DeterministicBytes(state.request());
-  absl::StatusOr<CompiledPolicy> policy = PolicyFromState(state);
-  if (!policy.ok()) return policy.status();
-  absl::StatusOr<GuardMode> mode = ParseGuardMode(
-      state.guard_mode().empty() ? "auto" : state.guard_mode());
-
-  SandboxAdoptSpec spec;
-  spec.rollout_id = id;
-  spec.cgroup_path = state.response().cgroup_path();
-  spec.cgroup_id = state.response().cgroup_id();
-  spec.created = state.created_cgroup();
-  spec.borrowed = !state.response().borrowed_from().empty() ||
-                  state.request().borrowed();
-  spec.borrowed_guard_text = absl::StrCat(
-      "not reported (the guard of rollout \"",
-      state.response().borrowed_from(), "\", which owns the sandbox)");
-  spec.policy = *std::move(policy);
-  spec.guard_mode = mode.ok() ? *mode : GuardMode::kAuto;
-  spec.believed_phase = state.phase();
-  spec.record_path = JournalPath(id, state.journal_path_size());
-  absl::StatusOr<std::unique_ptr<Sandbox>> sandbox =
-      Sandbox::Adopt(enforcement_.get(), std::move(spec));
-  if (!sandbox.ok()) return sandbox.status();
-  Sandbox& sb = **sandbox;
-  for (const std::string& w : sb.adoption_warnings()) {
-    LogWarning("rollout %s: %s", id, w);
-    if (sb.recorder() != nullptr) {
-      sb.recorder()->AddWarning(v1::WARNING_ADOPTION, w);
-    }
-  }
-  state.add_journal_path(sb.recorder() != nullptr ? sb.recorder()->path()
-                                                  : JournalPath(id, 0));
-  *state.add_adopted_time() = UnixNsToTimestamp(NowUnixNs());
-  state.set_phase(sb.phase());
-  state.mutable_response()->set_generation(sb.generation());
-  if (absl::Status s = store_->Save(state); !s.ok()) {
-    LogWarning("rollout %s: save state: %s", id, s.ToString());
-  }
-  CountDecisions(sb);
-  r->state = std::move(state);
-  r->sandbox = *std::move(sandbox);
-  r->started = true;
-  r->adopted = true;
-  absl::MutexLock lock(&mu_);
-  if (!r->sandbox->borrowed()) owner_of_[r->cgroup_id()] = id;
-  Publish(*r);
-  rollouts_.emplace(id, std::move(r));
-  return absl::OkStatus();
-}
-
-absl::Status RolloutManager::Cleanup(const ManagerOptions& options) {
-  // Never from under a running daemon.
-  absl::StatusOr<std::unique_ptr<StateStore>> store =
-      StateStore::OpenForCleanup(options.state_dir);
-  if (!store.ok()) return store.status();
-  KernelEnforcementOptions kopts;
-  kopts.host.pin_root = options.pin_dir;
-  kopts.host.kind = DriverKind::kDaemon;
-  absl::StatusOr<std::unique_ptr<KernelEnforcement>> kernel =
-      KernelEnforcement::Create(kopts);
-  if (!kernel.ok()) return kernel.status();
-  HostEnforcement& host = **kernel;
-  absl::Status first;
-  // Each rollout a daemon left, as at EndRollout: processes of created
-  // sandboxes die, then the guard and the hooks come off.
-  std::vector<uint64_t> ids;
-  std::set<uint64_t> created;
-  for (StateStore::Loaded& l : (*store)->LoadAll()) {
-    if (!l.state.ok()) continue;
-    ids.push_back(l.state->response().cgroup_id());
-    if (l.state->created_cgroup()) created.insert(ids.back());
-  }
-  for (const OrphanSandbox& o : host.Orphans()) {
-    if (o.owner.kind == DriverKind::kDaemon) ids.push_back(o.egress.cgroup_id);
-  }
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  for (uint64_t id : ids) {
-    const bool kill = created.contains(id);
-    if (kill) host.KillCgroup(id).IgnoreError();
-    host.RemoveGuard(id).IgnoreError();
-    if (host.AdoptEgress(id).ok()) first.Update(host.DetachEgress(id).status());
-    if (kill) first.Update(host.ReleaseCgroup(id, /*remove=*/true));
-  }
-  (*store)->RemoveAll();
-  ReapDeadRuns(host);
-  for (const DeadDriver& d : host.DeadDrivers()) {
-    if (d.kind == DriverKind::kDaemon) host.ForgetDeadDriver(d.slot);
-  }
-  // The host's state itself goes with the last process using it (the
-  // enforcement's destructor), unless a `sandfence run` still uses it.
-  return first;
 }
 
 }  // namespace sandfence

@@ -1,0 +1,182 @@
+#include <bpf/libbpf.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/status.h"
+#include "compile/compiler.h"
+#include "daemon/log.h"
+#include "daemon/rollout_manager.h"
+#include "egress/egress_abi.h"
+#include "guard/guard_record.h"
+#include "policy/policy_source.h"
+#include "policy/rollout_endpoints.h"
+#include "records/journal.h"
+#include "records/merged_record.h"
+#include "resolve/resolver.h"
+#include "sandbox/kernel_enforcement.h"
+#include "sandbox/reaper.h"
+
+#ifndef SANDFENCE_VERSION
+#define SANDFENCE_VERSION "unknown"
+#endif
+#include "daemon/rollout_internal.h"
+
+namespace sandfence {
+
+v1::ListRolloutsResponse RolloutManager::List() {
+  v1::ListRolloutsResponse out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, view] : views_) *out.add_rollout() = view;
+  }
+  for (v1::RolloutSummary& s : *out.mutable_rollout()) {
+    if (!s.borrowed_from().empty()) continue;
+    if (absl::StatusOr<SandboxCounters> c =
+            enforcement_->EgressCounters(s.cgroup_id());
+        c.ok()) {
+      s.set_allowed(c->allowed);
+      s.set_denied(c->denied);
+    }
+  }
+  std::sort(out.mutable_rollout()->begin(), out.mutable_rollout()->end(),
+            [](const v1::RolloutSummary& a, const v1::RolloutSummary& b) {
+              return a.rollout_id() < b.rollout_id();
+            });
+  return out;
+}
+
+ManagerMetrics RolloutManager::Metrics() {
+  ManagerMetrics m;
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    m.rollouts_open = views_.size();
+    for (const auto& [cgroup_id, owner] : owner_of_) ids.push_back(cgroup_id);
+  }
+  for (uint64_t id : ids) {
+    if (absl::StatusOr<SandboxCounters> c = enforcement_->EgressCounters(id);
+        c.ok()) {
+      m.events_lost += c->events_lost;
+    }
+  }
+  const HubCounts hub = enforcement_->events().counts();
+  m.decode_errors = hub.net_decode_errors + hub.guard_decode_errors;
+  m.rollouts_started = started_;
+  m.rollouts_ended = ended_;
+  m.rollouts_adopted = adopted_;
+  m.decisions_allowed = allowed_;
+  m.decisions_denied = denied_;
+  m.phase_switches = switches_;
+  m.refusals = refusals_;
+  m.watch_events_missed = watch_missed_;
+  m.calls_refused_from_sandboxes = refused_calls_;
+  m.runs_reaped = reaped_;
+  return m;
+}
+
+v1::HealthResponse RolloutManager::Health() {
+  v1::HealthResponse h;
+  h.set_version(SANDFENCE_VERSION);
+  h.set_libbpf_version(
+      absl::StrCat(libbpf_major_version(), ".", libbpf_minor_version()));
+  utsname u{};
+  if (::uname(&u) == 0) h.set_kernel_release(u.release);
+  h.set_egress(enforcement_->EgressName());
+  const std::string guard = enforcement_->GuardStatus();
+  h.set_guard(guard);
+  if (absl::StartsWith(guard, "lsm")) h.add_kernel_feature("bpf_lsm");
+  h.set_pin_dir(enforcement_->PinRoot());
+  {
+    absl::MutexLock lock(&mu_);
+    h.set_open_rollouts(static_cast<uint32_t>(views_.size()));
+    uint32_t adopted = 0;
+    for (const auto& [id, v] : views_) adopted += v.adopted() ? 1 : 0;
+    h.set_adopted_rollouts(adopted);
+  }
+  h.add_kernel_feature("cgroup_sock_addr");
+  h.add_kernel_feature("cgroup_skb");
+  h.add_kernel_feature("ringbuf");
+  if (!enforcement_->PinRoot().empty()) h.add_kernel_feature("bpffs_pinning");
+  return h;
+}
+
+absl::StatusOr<uint64_t> RolloutManager::Watch(const std::string& rollout_id,
+                                               EventSink sink) {
+  if (absl::Status s = ValidateRolloutId(rollout_id); !s.ok()) return s;
+  std::shared_ptr<Rollout> r = Find(rollout_id);
+  if (r == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no open rollout \"", rollout_id, "\""));
+  }
+  absl::MutexLock rl(&r->mu);
+  if (!r->open()) {
+    return absl::NotFoundError(
+        absl::StrCat("no open rollout \"", rollout_id, "\""));
+  }
+  const uint64_t listener = r->sandbox->AddListener(SandboxListener{
+      [this, sink, rollout_id](const NetEvent& e) {
+        v1::RolloutEvent out;
+        out.set_rollout_id(rollout_id);
+        out.set_generation(e.generation);
+        out.set_verdict(e.denied() ? v1::VERDICT_DENY : v1::VERDICT_ALLOW);
+        out.set_reason(std::string(ReasonName(e.reason)));
+        out.set_hook(std::string(HookName(e.hook)));
+        out.set_protocol(ProtocolName(e.protocol));
+        out.set_address(e.addr.ToString());
+        out.set_port(e.port);
+        out.set_pid(e.pid);
+        out.set_tgid(e.tgid);
+        out.set_command(e.comm);
+        *out.mutable_time() = clock_.ToTimestamp(e.boot_ns);
+        sink(out);
+      },
+      nullptr});
+  absl::MutexLock lock(&watch_mu_);
+  const uint64_t id = next_watch_id_++;
+  watches_[id] = WatchEntry{r, listener};
+  return id;
+}
+
+void RolloutManager::Unwatch(uint64_t watch_id) {
+  WatchEntry entry;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    auto it = watches_.find(watch_id);
+    if (it == watches_.end()) return;
+    entry = std::move(it->second);
+    watches_.erase(it);
+  }
+  absl::MutexLock rl(&entry.rollout->mu);
+  if (entry.rollout->sandbox) {
+    entry.rollout->sandbox->RemoveListener(entry.listener);
+  }
+}
+
+bool RolloutManager::IsOpen(const std::string& rollout_id) {
+  absl::MutexLock lock(&mu_);
+  return views_.contains(rollout_id);
+}
+
+void RolloutManager::CountDecisions(Sandbox& sandbox) {
+  sandbox.AddListener(SandboxListener{[this](const NetEvent& e) {
+                                        (e.denied() ? denied_ : allowed_)
+                                            .fetch_add(
+                                                1, std::memory_order_relaxed);
+                                      },
+                                      nullptr});
+}
+
+}  // namespace sandfence
