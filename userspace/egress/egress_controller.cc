@@ -20,6 +20,7 @@
 #include "common/sha256.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "egress/egress_rules.h"
 #include "sf_egress.skel.h"
 
 #ifndef SO_NETNS_COOKIE
@@ -28,72 +29,6 @@
 
 namespace sandfence {
 namespace {
-
-absl::Status MapWriteError(int err, absl::string_view map_name) {
-  if (err == E2BIG || err == ENOMEM || err == ENOSPC) {
-    return Unavailable(
-        absl::StrCat("map ", map_name, " is full: ", std::strerror(err)));
-  }
-  return ErrnoError(err, absl::StrCat("write ", map_name));
-}
-
-// Maps take a whole generation in one bpf() call where the kernel has
-// batch operations (hash maps 5.6+, LPM tries through the kernel's generic
-// batch ops): a phase switch of 1,000 rules is then a handful of system
-// calls instead of 2,000, and a 40,000-rule start no longer makes tens of
-// thousands. A kernel without them (EINVAL) gets the loop.
-template <typename K, typename V>
-absl::Status UpdateAll(int map_fd, const std::vector<MapEntry<K, V>>& entries,
-                       absl::string_view map_name, bool try_batch) {
-  size_t done = 0;
-  if (try_batch && !entries.empty()) {
-    std::vector<K> keys;
-    std::vector<V> values;
-    keys.reserve(entries.size());
-    values.reserve(entries.size());
-    for (const auto& e : entries) {
-      keys.push_back(e.key);
-      values.push_back(e.value);
-    }
-    LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
-    __u32 count = static_cast<__u32>(keys.size());
-    if (bpf_map_update_batch(map_fd, keys.data(), values.data(), &count,
-                             &opts) == 0) {
-      return absl::OkStatus();
-    }
-    const int err = errno;
-    // 524 is the kernel's ENOTSUPP: no batch operation for this map type.
-    if (err != EINVAL && err != ENOTSUP && err != EOPNOTSUPP && err != 524) {
-      return MapWriteError(err, map_name);
-    }
-    // A kernel that refuses the call outright leaves `count` as it was
-    // (every entry), so it says nothing about what was written: the loop
-    // writes them all again (BPF_ANY: the same result either way).
-    done = 0;
-  }
-  for (size_t i = done; i < entries.size(); ++i) {
-    if (bpf_map_update_elem(map_fd, &entries[i].key, &entries[i].value,
-                            BPF_ANY) != 0) {
-      return MapWriteError(errno, map_name);
-    }
-  }
-  return absl::OkStatus();
-}
-
-template <typename K, typename V>
-void DeleteAll(int map_fd, const std::vector<MapEntry<K, V>>& entries,
-               bool try_batch) {
-  if (try_batch && !entries.empty()) {
-    std::vector<K> keys;
-    keys.reserve(entries.size());
-    for (const auto& e : entries) keys.push_back(e.key);
-    LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    __u32 count = static_cast<__u32>(keys.size());
-    // Stops at the first missing key (ENOENT): the loop finishes the rest.
-    if (bpf_map_delete_batch(map_fd, keys.data(), &count, &opts) == 0) return;
-  }
-  for (const auto& e : entries) bpf_map_delete_elem(map_fd, &e.key);
-}
 
 // A kernel that refuses the programs will refuse them on every retry:
 // rejected, not malformed (the policy is fine) nor unavailable.
@@ -126,23 +61,6 @@ bool SkbHasNetnsCookie() {
   return static_cast<bool>(fd);
 }
 
-
-// Deletes every key of a rule map whose generation field is `generation`.
-// Keys are collected first: deleting while walking restarts the walk.
-template <typename K>
-void DeleteKeysOfGeneration(int map_fd, uint32_t generation) {
-  std::vector<K> doomed;
-  K key{};
-  K next{};
-  const K* prev = nullptr;
-  while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-    if (next.generation == generation) doomed.push_back(next);
-    key = next;
-    prev = &key;
-  }
-  for (const K& k : doomed) bpf_map_delete_elem(map_fd, &k);
-}
-
 template <typename K>
 uint32_t MaxKeyGeneration(int map_fd) {
   uint32_t max = 0;
@@ -156,7 +74,6 @@ uint32_t MaxKeyGeneration(int map_fd) {
   }
   return max;
 }
-
 
 // The programs, by hook: their skeleton name and how they attach.
 struct HookSpec {
@@ -211,7 +128,6 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return names;
 }
 
-
 }  // namespace
 
 absl::StatusOr<uint64_t> CurrentNetnsCookie() {
@@ -240,14 +156,10 @@ absl::StatusOr<std::unique_ptr<EgressController>> EgressController::Create(
 }
 
 const EgressController::MapSlot EgressController::kMapSlots[] = {
-    {"sf_sandboxes", &Maps::sandboxes},
-    {"sf_counters", &Maps::counters},
-    {"sf_seen", &Maps::seen},
-    {"sf_exact4", &Maps::exact4},
-    {"sf_exact6", &Maps::exact6},
-    {"sf_cidr4", &Maps::cidr4},
-    {"sf_cidr6", &Maps::cidr6},
-    {"sf_rings", &Maps::rings},
+    {"sf_sandboxes", &Maps::sandboxes}, {"sf_counters", &Maps::counters},
+    {"sf_seen", &Maps::seen},           {"sf_exact4", &Maps::exact4},
+    {"sf_exact6", &Maps::exact6},       {"sf_cidr4", &Maps::cidr4},
+    {"sf_cidr6", &Maps::cidr6},         {"sf_rings", &Maps::rings},
 };
 
 absl::Status EgressController::LoadOrOpen() {
@@ -257,14 +169,14 @@ absl::Status EgressController::LoadOrOpen() {
                .substr(0, 16);
   // One process at a time loads and pins; the others open what it pinned.
   HostState::Lock lock = host_->Exclusive();
-  const std::string progs_dir =
-      host_->PinPath(absl::StrCat("progs/", build_));
+  const std::string progs_dir = host_->PinPath(absl::StrCat("progs/", build_));
   if (host_->pinned()) {
     bool complete = true;
     Maps maps;
     absl::flat_hash_map<std::string, UniqueFd> progs;
     for (const MapSlot& m : kMapSlots) {
-      UniqueFd fd(bpf_obj_get(host_->PinPath(absl::StrCat("maps/", m.name)).c_str()));
+      UniqueFd fd(
+          bpf_obj_get(host_->PinPath(absl::StrCat("maps/", m.name)).c_str()));
       if (!fd) {
         complete = false;
         break;
@@ -292,8 +204,7 @@ absl::Status EgressController::LoadOrOpen() {
   absl::StatusOr<uint64_t> cookie = CurrentNetnsCookie();
   if (!cookie.ok()) return cookie.status();
   skel->rodata->sf_host_netns = *cookie;
-  skel->rodata->sf_skb_has_netns_cookie =
-SkbHasNetnsCookie();
+  skel->rodata->sf_skb_has_netns_cookie = SkbHasNetnsCookie();
   if (host_->pinned()) {
     if (absl::Status s = MakeDirs(host_->PinPath("maps")); !s.ok()) return s;
     // libbpf reuses a compatible pinned map of the same name, or creates
@@ -356,8 +267,8 @@ absl::Status EgressController::CreateRing(uint32_t ring_bytes) {
   const uint32_t slot = host_->slot();
   const int fd = ring_.get();
   if (bpf_map_update_elem(maps_.rings.get(), &slot, &fd, BPF_ANY) != 0) {
-    return ErrnoError(errno, absl::StrCat("install the event ring in slot ",
-                                          slot));
+    return ErrnoError(errno,
+                      absl::StrCat("install the event ring in slot ", slot));
   }
   return absl::OkStatus();
 }
@@ -408,37 +319,6 @@ std::string EgressController::LinkDir(uint64_t cgroup_id) const {
   return host_->PinPath(absl::StrCat("links/", cgroup_id));
 }
 
-absl::Status EgressController::WriteEntries(const RuleEntries& e) {
-  absl::Status s = UpdateAll(maps_.exact4.get(), e.exact4, "sf_exact4", true);
-  if (s.ok()) s = UpdateAll(maps_.exact6.get(), e.exact6, "sf_exact6", true);
-  if (s.ok()) s = UpdateAll(maps_.cidr4.get(), e.cidr4, "sf_cidr4", true);
-  if (s.ok()) s = UpdateAll(maps_.cidr6.get(), e.cidr6, "sf_cidr6", true);
-  if (!s.ok()) DeleteEntries(e);
-  return s;
-}
-
-void EgressController::DeleteEntries(const RuleEntries& e) {
-  DeleteAll(maps_.exact4.get(), e.exact4, true);
-  DeleteAll(maps_.exact6.get(), e.exact6, true);
-  DeleteAll(maps_.cidr4.get(), e.cidr4, true);
-  DeleteAll(maps_.cidr6.get(), e.cidr6, true);
-}
-
-void EgressController::DeleteGeneration(uint32_t generation) {
-  DeleteKeysOfGeneration<sf_exact4_key>(maps_.exact4.get(), generation);
-  DeleteKeysOfGeneration<sf_exact6_key>(maps_.exact6.get(), generation);
-  DeleteKeysOfGeneration<sf_cidr4_key>(maps_.cidr4.get(), generation);
-  DeleteKeysOfGeneration<sf_cidr6_key>(maps_.cidr6.get(), generation);
-}
-
-void EgressController::DeleteState(const SandboxState& state) {
-  if (state.adopted) {
-    DeleteGeneration(state.generation);
-  } else {
-    DeleteEntries(state.entries);
-  }
-}
-
 absl::Status EgressController::WriteSandbox(uint64_t cgroup_id,
                                             const SandboxState& state,
                                             uint64_t map_flags) {
@@ -467,13 +347,13 @@ absl::Status EgressController::Attach(int cgroup_fd, const CgroupRef& cgroup,
     if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   }
   for (const HookSpec& h : kHookSpecs) {
-    UniqueFd link(bpf_link_create(prog_fd(h.hook), cgroup_fd, h.attach,
-                                  nullptr));
+    UniqueFd link(
+        bpf_link_create(prog_fd(h.hook), cgroup_fd, h.attach, nullptr));
     if (!link) {
       const int err = errno;
       Detach(id, state);
-      return LoadError(err, absl::StrCat("attach ", h.hook, " to cgroup ",
-                                         cgroup.path));
+      return LoadError(
+          err, absl::StrCat("attach ", h.hook, " to cgroup ", cgroup.path));
     }
     if (host_->pinned()) {
       const std::string path = absl::StrCat(dir, "/", h.hook);
@@ -543,17 +423,17 @@ absl::StatusOr<uint32_t> EgressController::AddSandbox(
   // Without its counters a sandbox's record could not show it is whole:
   // a full counters map is a (retryable) refusal, not a silent gap.
   sf_counters zero{};
-  if (bpf_map_update_elem(maps_.counters.get(), &id, &zero, BPF_NOEXIST) !=
-          0 &&
+  if (bpf_map_update_elem(maps_.counters.get(), &id, &zero, BPF_NOEXIST) != 0 &&
       errno != EEXIST) {
     const int err = errno;
     DeleteEntries(state.entries);
-    return Unavailable(absl::StrCat("counters for sandbox ", cgroup.path,
-                                    ": ", std::strerror(err)));
+    return Unavailable(absl::StrCat("counters for sandbox ", cgroup.path, ": ",
+                                    std::strerror(err)));
   }
   if (absl::Status s = WriteSandbox(id, state, BPF_NOEXIST); !s.ok()) {
     DeleteEntries(state.entries);
-    if (!absl::IsAlreadyExists(s)) bpf_map_delete_elem(maps_.counters.get(), &id);
+    if (!absl::IsAlreadyExists(s))
+      bpf_map_delete_elem(maps_.counters.get(), &id);
     return s;
   }
   if (absl::Status s = Attach(cgroup_fd, cgroup, state); !s.ok()) {
@@ -580,7 +460,8 @@ absl::StatusOr<uint32_t> EgressController::SwitchPhase(
   next.generation = *generation;
   next.phase = phase_index;
   next.flags = SandboxFlags(phase);
-  absl::StatusOr<RuleEntries> entries = BuildRuleEntries(phase, next.generation);
+  absl::StatusOr<RuleEntries> entries =
+      BuildRuleEntries(phase, next.generation);
   if (!entries.ok()) return entries.status();
   next.entries = *std::move(entries);
   // 1. The new generation is complete before anything can see it.
