@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/cgroup.h"
+#include "common/libbpf_log.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "guard/proc_names.h"
@@ -33,81 +34,6 @@ namespace {
 constexpr char kLsmAdvice[] =
     "boot the kernel with bpf in its LSM list (lsm=...,bpf on the command "
     "line, or CONFIG_LSM including bpf; needs CONFIG_BPF_LSM=y)";
-
-// libbpf logs to stderr by default; while a thread tries a load whose
-// failure is an expected answer (the lsm probe), its lines go to a buffer
-// instead, and the first warning (usually the kernel's refusal) becomes
-// part of the reason. One print function is installed for the process,
-// once: swapping libbpf's global hook per load would steal (or drop) the
-// log of a load running in another thread.
-class LibbpfLogCapture {
- public:
-  LibbpfLogCapture() {
-    static std::once_flag installed;
-    std::call_once(installed, [] { libbpf_set_print(&LibbpfLogCapture::Print); });
-    previous_ = active_;
-    active_ = this;
-  }
-  ~LibbpfLogCapture() { active_ = previous_; }
-  LibbpfLogCapture(const LibbpfLogCapture&) = delete;
-  LibbpfLogCapture& operator=(const LibbpfLogCapture&) = delete;
-
-  // The first libbpf warning (often the kernel's reason).
-  const std::string& first_line() const { return first_line_; }
-  // The verifier's own reason for the first refused program: the last line
-  // of its log before the statistics ("invalid func unknown#158" where a
-  // helper is missing). Empty if no program was refused.
-  const std::string& verifier_reason() const { return verifier_reason_; }
-
- private:
-  static int Print(enum libbpf_print_level level, const char* format,
-                   va_list args) {
-    if (level == LIBBPF_DEBUG) return 0;
-    if (active_ == nullptr) return std::vfprintf(stderr, format, args);
-    // The verifier's log comes in one message, often longer than a line.
-    va_list copy;
-    va_copy(copy, args);
-    const int n = std::vsnprintf(nullptr, 0, format, copy);
-    va_end(copy);
-    if (n <= 0) return 0;
-    std::string text(static_cast<size_t>(n) + 1, '\0');
-    std::vsnprintf(text.data(), text.size(), format, args);
-    text.resize(static_cast<size_t>(n));
-    if (active_->verifier_reason_.empty()) {
-      active_->verifier_reason_ = VerifierReason(text);
-    }
-    absl::string_view s(text);
-    s = s.substr(0, s.find('\n'));
-    absl::ConsumePrefix(&s, "libbpf: ");
-    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-    if (!s.empty() && active_->first_line_.empty()) {
-      active_->first_line_ = std::string(s);
-    }
-    return 0;
-  }
-
-  static std::string VerifierReason(absl::string_view text) {
-    const size_t begin = text.find("-- BEGIN PROG LOAD LOG --\n");
-    if (begin == absl::string_view::npos) return "";
-    absl::string_view log = text.substr(begin);
-    log.remove_prefix(log.find('\n') + 1);
-    size_t end = log.find("\nprocessed ");
-    if (end == absl::string_view::npos) end = log.find("-- END PROG LOAD LOG");
-    if (end == absl::string_view::npos) return "";
-    log = log.substr(0, end);
-    while (!log.empty() && log.back() == '\n') log.remove_suffix(1);
-    const size_t last = log.rfind('\n');
-    return std::string(last == absl::string_view::npos ? log
-                                                       : log.substr(last + 1));
-  }
-
-  static thread_local LibbpfLogCapture* active_;
-  LibbpfLogCapture* previous_ = nullptr;
-  std::string first_line_;
-  std::string verifier_reason_;
-};
-
-thread_local LibbpfLogCapture* LibbpfLogCapture::active_ = nullptr;
 
 absl::Status LoadError(int err, absl::string_view what,
                        const LibbpfLogCapture* log) {
@@ -224,18 +150,17 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return names;
 }
 
-constexpr const char* kMapNames[] = {"sf_guarded",     "sf_glost",
-                                     "sf_glevels",     "sf_glost_other",
-                                     "sf_grings",      "sf_procnames",
-                                     "sf_gprot",       "sf_gprotn"};
+constexpr const char* kMapNames[] = {
+    "sf_guarded", "sf_glost",     "sf_glevels", "sf_glost_other",
+    "sf_grings",  "sf_procnames", "sf_gprot",   "sf_gprotn"};
 
 // Loads one enforcer's object (maps pinned under dir/maps when dir is not
 // empty), fills its /proc name table, and returns the fds of its maps (in
 // kMapNames order) and programs. Nothing is attached.
 template <typename S>
-absl::Status LoadEnforcer(absl::string_view name, const std::string& dir,
-                          std::vector<UniqueFd>* maps,
-                          std::vector<std::pair<std::string, UniqueFd>>* progs) {
+absl::Status LoadEnforcer(
+    absl::string_view name, const std::string& dir, std::vector<UniqueFd>* maps,
+    std::vector<std::pair<std::string, UniqueFd>>* progs) {
   LibbpfLogCapture log;
   Skeleton<S> skel(S::open());
   if (skel == nullptr) {
@@ -248,8 +173,7 @@ absl::Status LoadEnforcer(absl::string_view name, const std::string& dir,
     bpf_map* map;
     bpf_object__for_each_map(map, skel->obj) {
       if (bpf_map__is_internal(map)) continue;
-      const std::string path =
-          absl::StrCat(dir, "/maps/", bpf_map__name(map));
+      const std::string path = absl::StrCat(dir, "/maps/", bpf_map__name(map));
       if (bpf_map__set_pin_path(map, path.c_str()) != 0) {
         return ErrnoError(errno, absl::StrCat("pin path ", path));
       }
@@ -442,7 +366,8 @@ absl::Status GuardController::CreateRing() {
 }
 
 absl::Status GuardController::EnsureAttached() {
-  const std::string links = host_->pinned() ? absl::StrCat(Dir(), "/links") : "";
+  const std::string links =
+      host_->pinned() ? absl::StrCat(Dir(), "/links") : "";
   if (host_->pinned()) {
     if (ListDir(links).size() == progs_.size()) return absl::OkStatus();
     if (absl::Status s = MakeDirs(links); !s.ok()) return s;
@@ -456,10 +381,10 @@ absl::Status GuardController::EnsureAttached() {
     if (host_->pinned() && ::access(pin.c_str(), F_OK) == 0) continue;
     UniqueFd link(bpf_raw_tracepoint_open(nullptr, fd.get()));
     if (!link) {
-      return LoadError(errno,
-                       absl::StrCat(EnforcerName(enforcer_),
-                                    " enforcer: attach ", name),
-                       &log);
+      return LoadError(
+          errno,
+          absl::StrCat(EnforcerName(enforcer_), " enforcer: attach ", name),
+          &log);
     }
     if (host_->pinned() && bpf_obj_pin(link.get(), pin.c_str()) != 0) {
       return ErrnoError(errno, absl::StrCat("pin ", pin));
@@ -593,8 +518,8 @@ absl::Status GuardController::AdoptSandbox(uint64_t cgroup_id) {
         absl::StrCat("sandbox ", cgroup_id, " is not guarded"));
   }
   value.ring = host_->slot();
-  if (bpf_map_update_elem(maps_.guarded.get(), &cgroup_id, &value,
-                          BPF_EXIST) != 0) {
+  if (bpf_map_update_elem(maps_.guarded.get(), &cgroup_id, &value, BPF_EXIST) !=
+      0) {
     return ErrnoError(errno, "sf_guarded");
   }
   // A guard whose programs were detached meanwhile (they never are while
@@ -623,8 +548,8 @@ absl::Status GuardController::Protect(const std::string& path) {
     return chain.ok() ? absl::OkStatus() : chain.status();
   }
   if (protected_ == nullptr) {
-    protected_ = std::make_unique<ProtectedObjects>(maps_.prot.get(),
-                                                    maps_.protn.get());
+    protected_ =
+        std::make_unique<ProtectedObjects>(maps_.prot.get(), maps_.protn.get());
   }
   return protected_->Add(path);
 }
