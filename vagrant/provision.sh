@@ -157,14 +157,21 @@ step_environ() {
 		exit 1
 	}
 	echo "$bytes"
-	echo "\$ sandfence run --guard lsm --network-access inherit -- cat /proc/$pid/environ"
+	# `run` gives the command a /proc of its own PID namespace, where pid
+	# $pid does not exist; a host procfs mounted elsewhere stays visible to
+	# it (and is what the guard must judge).
+	hostproc=/run/sandfence-hostproc
+	mkdir -p "$hostproc"
+	mountpoint -q "$hostproc" || mount -t proc proc "$hostproc"
+	trap 'kill $pid 2>/dev/null || true; umount '"$hostproc"' 2>/dev/null || true' EXIT
+	echo "\$ sandfence run --guard lsm --network-access inherit -- cat $hostproc/$pid/environ"
 	status=0
 	out=$(sandfence run --guard lsm --network-access inherit -- \
-		cat "/proc/$pid/environ" 2>&1 >/dev/null) || status=$?
+		cat "$hostproc/$pid/environ" 2>&1 >/dev/null) || status=$?
 	echo "$out"
 	echo "(exit $status)"
 	case "$out" in
-	*"/proc/$pid/environ: Operation not permitted"*"process guard: lsm"*) ;;
+	*"$hostproc/$pid/environ: Operation not permitted"*"process guard: lsm"*) ;;
 	*)
 		echo "provision: FAILED: cat was not refused with EPERM under the lsm guard" >&2
 		exit 1
