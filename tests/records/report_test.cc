@@ -28,8 +28,13 @@ std::string ReadAll(const std::string& path) {
 void ExpectGolden(absl::string_view name, const std::string& actual) {
   const std::string path =
       SourcePath(absl::StrCat("tests/records/golden/", name));
-  if (std::getenv("SANDFENCE_UPDATE_GOLDEN")) {
+  // Only "1" rewrites, and a rewriting run never passes: a golden is
+  // blessed by reading its diff, not by a green run.
+  const char* update = std::getenv("SANDFENCE_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
     std::ofstream(path, std::ios::binary) << actual;
+    ADD_FAILURE() << "rewrote " << path << ": review the diff, then run "
+                  << "again without SANDFENCE_UPDATE_GOLDEN";
     return;
   }
   const std::string expected = ReadAll(path);
