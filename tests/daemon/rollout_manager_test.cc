@@ -42,6 +42,10 @@ class RolloutManagerTest : public ::testing::Test {
     manager_.reset();
     if (!dirs_.root.empty()) {
       EXPECT_TRUE(RolloutManager::Cleanup(options_).ok());
+      // Whatever the test did, cleanup leaves no pin behind (the last
+      // sandfence process out removes the host's pin tree).
+      EXPECT_NE(access(dirs_.pin_dir.c_str(), F_OK), 0)
+          << "pins left behind in " << dirs_.pin_dir;
       rmdir(dirs_.cgroups.c_str());
       std::error_code ignored;
       std::filesystem::remove_all(dirs_.root, ignored);

@@ -400,8 +400,9 @@ absl::StatusOr<SandboxEnd> Sandbox::End() {
   bool survivors = false;
   if (created_) {
     absl::Status killed = host_->KillCgroup(id);
-    survivors = !killed.ok();
-    out.cleanup.Update(killed);
+    // A cgroup that is gone holds no process: nothing survived.
+    survivors = !killed.ok() && !absl::IsNotFound(killed);
+    if (survivors) out.cleanup.Update(killed);
   }
   // What the kernel queued for it reaches its record.
   if (routed_) host_->DrainEvents().IgnoreError();
