@@ -38,25 +38,24 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${SANDFENCE_DOCS}
 # depend on the binary: any change to it regenerates them.
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(SANDFENCE_DOCS_DIR ${PROJECT_BINARY_DIR}/generated/docs)
-set(SANDFENCE_MAN_PAGES
-    sandfence.8 sandfence-check.8 sandfence-run.8 sandfence-demo.8
-    sandfence-records-show.8 sandfence-daemon.8 sandfence-rollouts.8
-    sandfence-phase.8 sandfence-records-get.8 sandfence-version.8)
-list(TRANSFORM SANDFENCE_MAN_PAGES PREPEND ${SANDFENCE_DOCS_DIR}/man8/
-     OUTPUT_VARIABLE SANDFENCE_MAN_OUTPUTS)
+# The pages are whatever `sandfence help` lists, so they are installed as
+# a directory; the stamp stands for all of them.
+set(SANDFENCE_DOCS_STAMP ${SANDFENCE_DOCS_DIR}.stamp)
 add_custom_command(
-  OUTPUT ${SANDFENCE_MAN_OUTPUTS} ${SANDFENCE_DOCS_DIR}/bash-completion/sandfence
+  OUTPUT ${SANDFENCE_DOCS_STAMP}
   COMMAND ${CMAKE_COMMAND} -E rm -rf ${SANDFENCE_DOCS_DIR}
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/packaging/gen-docs.py
           $<TARGET_FILE:sandfence> ${SANDFENCE_DOCS_DIR}
+  COMMAND ${CMAKE_COMMAND} -E touch ${SANDFENCE_DOCS_STAMP}
   DEPENDS sandfence ${PROJECT_SOURCE_DIR}/packaging/gen-docs.py
   COMMENT "Generating man pages and bash completion from sandfence --help"
   VERBATIM)
 # In ALL, so `cmake --install` always finds them.
-add_custom_target(sandfence_docs ALL
-  DEPENDS ${SANDFENCE_MAN_OUTPUTS} ${SANDFENCE_DOCS_DIR}/bash-completion/sandfence)
-install(FILES ${SANDFENCE_MAN_OUTPUTS}
-        DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+add_custom_target(sandfence_docs ALL DEPENDS ${SANDFENCE_DOCS_STAMP})
+# Compressed, as Debian policy wants man pages.
+install(DIRECTORY ${SANDFENCE_DOCS_DIR}/man8.gz/
+        DESTINATION ${CMAKE_INSTALL_MANDIR}/man8
+        FILES_MATCHING PATTERN "*.8.gz")
 install(FILES ${SANDFENCE_DOCS_DIR}/bash-completion/sandfence
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 

@@ -8,11 +8,14 @@ reruns this whenever the binary changes.
 usage: gen-docs.py SANDFENCE_BINARY OUT_DIR
 
 Writes OUT_DIR/man8/sandfence.8, OUT_DIR/man8/sandfence-COMMAND.8 (one per
-command the top-level help lists) and OUT_DIR/bash-completion/sandfence.
+command the top-level help lists), the same pages compressed as Debian
+installs them (gzip -9n) in OUT_DIR/man8.gz/, and
+OUT_DIR/bash-completion/sandfence.
 Exits non-zero, naming the command, when a help text cannot be read.
 """
 
 import datetime
+import gzip
 import os
 import re
 import subprocess
@@ -233,9 +236,16 @@ def main():
     written = {"sandfence.8": main_page(version, help_text, commands, pages)}
     for words, (name, summary, text) in texts.items():
         written[name + ".8"] = command_page(version, name, summary, text)
+    gz_dir = os.path.join(out_dir, "man8.gz")
+    os.makedirs(gz_dir, exist_ok=True)
     for file_name, content in written.items():
         with open(os.path.join(man_dir, file_name), "w") as f:
             f.write(content)
+        # No name and mtime 0 in the header (gzip -n): reproducible.
+        with open(os.path.join(gz_dir, file_name + ".gz"), "wb") as raw:
+            with gzip.GzipFile(filename="", mode="wb", compresslevel=9,
+                               fileobj=raw, mtime=0) as f:
+                f.write(content.encode())
 
     comp_dir = os.path.join(out_dir, "bash-completion")
     os.makedirs(comp_dir, exist_ok=True)

@@ -32,6 +32,8 @@ for words in "${pages[@]}"; do
 	read -ra argv <<<"$words"
 	page="$docs/man8/sandfence-${words// /-}.8"
 	[ -f "$page" ] || fail "\"sandfence $words\" has no page $(basename "$page")"
+	gzip -dc "$docs/man8.gz/$(basename "$page").gz" 2>/dev/null | cmp -s "$page" - ||
+		fail "man8.gz/$(basename "$page").gz (what is installed) differs from $(basename "$page")"
 	grep -qF "\\fBsandfence-${words// /-}\\fR(8)" "$docs/man8/sandfence.8" ||
 		fail "sandfence.8 does not point to sandfence-${words// /-}(8)"
 	text=$("$bin" "${argv[@]}" --help) || fail "sandfence $words --help exited $?"

@@ -102,9 +102,10 @@ for doc in $(printf '%s\n' "$flat" | sed -n 's/^Documentation=//p'); do
 	esac
 done
 man_dir=/usr/share/man/man8
-[ -f "$man_dir/sandfence.8" ] || fail "no $man_dir/sandfence.8"
+[ -f "$man_dir/sandfence.8.gz" ] || fail "no $man_dir/sandfence.8.gz"
 for page in "$build"/generated/docs/man8/*.8; do
-	cmp -s "$page" "$man_dir/$(basename "$page")" || fail "$man_dir/$(basename "$page") is missing or differs"
+	gzip -dc "$man_dir/$(basename "$page").gz" 2>/dev/null | cmp -s "$page" - ||
+		fail "$man_dir/$(basename "$page").gz is missing or differs from $page"
 done
 [ -f /usr/share/bash-completion/completions/sandfence ] || fail "no bash completion"
 
@@ -124,7 +125,7 @@ echo "installed: $got; unit $unit; binary $exec_start; policies in $policy_dir"
 dpkg -r sandfence >"$tmp/remove.log" 2>&1 || { cat "$tmp/remove.log"; fail "dpkg -r failed"; }
 [ -e "$exec_start" ] && fail "dpkg -r left $exec_start"
 [ -e "$unit" ] && fail "dpkg -r left $unit"
-[ -e "$man_dir/sandfence.8" ] && fail "dpkg -r left $man_dir/sandfence.8"
+[ -e "$man_dir/sandfence.8.gz" ] && fail "dpkg -r left $man_dir/sandfence.8.gz"
 s=$(dpkg-query -W -f='${db:Status-Abbrev}' sandfence 2>/dev/null)
 [ "${s%% *}" = rc ] || fail "after dpkg -r the status is \"$s\", not rc (config files kept)"
 [ "$(cat "$marker" 2>/dev/null)" = "kept across dpkg -r" ] || fail "dpkg -r touched $state"
