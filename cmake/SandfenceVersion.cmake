@@ -6,6 +6,7 @@
 # sandfence/version.h (target sandfence_version).
 set(SANDFENCE_VERSION_STRING "${PROJECT_VERSION}")
 set(SANDFENCE_GIT_DESCRIBE "")
+set(SANDFENCE_SOURCE_DATE_EPOCH "$ENV{SOURCE_DATE_EPOCH}")
 find_package(Git QUIET)
 if(GIT_FOUND AND EXISTS "${PROJECT_SOURCE_DIR}/.git")
   execute_process(
@@ -21,6 +22,12 @@ if(GIT_FOUND AND EXISTS "${PROJECT_SOURCE_DIR}/.git")
       set(SANDFENCE_GIT_DESCRIBE "g${SANDFENCE_GIT_DESCRIBE}")
     endif()
     set(SANDFENCE_VERSION_STRING "${PROJECT_VERSION}+${SANDFENCE_GIT_DESCRIBE}")
+    # The commit's time dates generated files (man pages) reproducibly.
+    execute_process(
+      COMMAND "${GIT_EXECUTABLE}" log -1 --format=%ct
+      WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+      OUTPUT_VARIABLE SANDFENCE_SOURCE_DATE_EPOCH
+      ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
   else()
     set(SANDFENCE_GIT_DESCRIBE "")
   endif()

@@ -109,6 +109,7 @@ def flags_of(help_text):
 
 
 def page_date():
+    # The build passes the commit's time (reproducible pages); else today.
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     when = (datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc)
             if epoch else datetime.datetime.now(datetime.timezone.utc))
