@@ -17,6 +17,7 @@ PACKAGES="
   libidn2-dev libssl-dev
   vagrant
   python3-protobuf
+  dpkg-dev file
 "
 
 if [ "$(id -u)" -ne 0 ]; then

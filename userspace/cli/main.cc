@@ -9,6 +9,7 @@
 #include "cli/records_command.h"
 #include "cli/run_command.h"
 #include "common/status.h"
+#include "sandfence/version.h"
 
 namespace {
 
@@ -17,16 +18,17 @@ void PrintUsage(FILE* out) {
       "usage: sandfence COMMAND [ARGS]\n"
       "\n"
       "commands:\n"
-      "  check   compile a policy and print its rules, or the refusal\n"
-      "  run     run a command in a sandbox under a policy\n"
-      "  records show a rollout record (records show PATH [--json])\n"
-      "  demo    show enforcement on loopback: one allowed, one denied\n"
-      "  daemon  serve the gRPC API for rollout frameworks (root)\n"
-      "  rollouts  list the daemon's open rollouts\n"
-      "  phase   switch a rollout's phase (phase ROLLOUT PHASE)\n"
+      "  check                compile a policy, print its rules or refusal\n"
+      "  run                  run a command in a sandbox under a policy\n"
+      "  demo                 show enforcement: one allowed, one denied\n"
+      "  records show PATH    show a rollout record file (--json for JSON)\n"
+      "  daemon               serve the gRPC API to rollout frameworks (root)\n"
+      "  rollouts             list the daemon's open rollouts\n"
+      "  phase ROLLOUT PHASE  switch a rollout's phase\n"
       "  records get ROLLOUT  a rollout's record, from the daemon\n"
+      "  version              print sandfence's version (also --version)\n"
       "\n"
-      "sandfence COMMAND --help describes a command.\n",
+      "sandfence COMMAND --help describes a command (see also sandfence(8)).\n",
       out);
 }
 
@@ -55,6 +57,23 @@ int main(int argc, char** argv) {
   std::string_view command = argv[1];
   if (command == "help" || command == "--help" || command == "-h") {
     PrintUsage(stdout);
+    return sandfence::kExitOk;
+  }
+  // The same string the daemon's Health and every record carry.
+  if (command == "version" || command == "--version" || command == "-V") {
+    if (argc > 2 && (std::strcmp(argv[2], "--help") == 0 ||
+                     std::strcmp(argv[2], "-h") == 0)) {
+      std::fputs(
+          "usage: sandfence version\n"
+          "\n"
+          "Prints sandfence's version: the release, then \"+\" and the git\n"
+          "description when built from a checkout (\"-dirty\": with local\n"
+          "changes). The daemon's Health response and every rollout record\n"
+          "carry the same string.\n",
+          stdout);
+      return sandfence::kExitOk;
+    }
+    std::printf("sandfence %s\n", SANDFENCE_VERSION);
     return sandfence::kExitOk;
   }
   // `records get` asks the daemon; `records show` reads a file.

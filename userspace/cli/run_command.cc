@@ -253,6 +253,17 @@ absl::StatusOr<std::pair<UniqueFd, uint16_t>> Listen(const char* addr) {
 }  // namespace
 
 int DemoCommand(int argc, char** argv) {
+  if (argc == 2 && (absl::string_view(argv[1]) == "--help" ||
+                    absl::string_view(argv[1]) == "-h")) {
+    absl::PrintF(
+        "usage: sandfence demo\n"
+        "\n"
+        "Shows enforcement on loopback: starts two listeners (a \"model\" on\n"
+        "127.0.0.2 and a forbidden one on 127.0.0.4), runs a shell in a\n"
+        "sandbox under a model_only policy that allows the first, and prints\n"
+        "that one connect succeeded and the other was denied. Needs root.\n");
+    return kExitOk;
+  }
   if (argc > 1) {
     absl::FPrintF(stderr, "sandfence demo: usage: sandfence demo\n");
     return kExitUsage;

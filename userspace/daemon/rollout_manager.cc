@@ -30,9 +30,6 @@
 #include "sandbox/kernel_enforcement.h"
 #include "sandbox/reaper.h"
 
-#ifndef SANDFENCE_VERSION
-#define SANDFENCE_VERSION "unknown"
-#endif
 #include "daemon/rollout_internal.h"
 
 namespace sandfence {

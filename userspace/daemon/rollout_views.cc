@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "compile/compiler.h"
 #include "daemon/log.h"
+#include "daemon/rollout_internal.h"
 #include "daemon/rollout_manager.h"
 #include "egress/egress_abi.h"
 #include "guard/guard_record.h"
@@ -28,11 +29,7 @@
 #include "resolve/resolver.h"
 #include "sandbox/kernel_enforcement.h"
 #include "sandbox/reaper.h"
-
-#ifndef SANDFENCE_VERSION
-#define SANDFENCE_VERSION "unknown"
-#endif
-#include "daemon/rollout_internal.h"
+#include "sandfence/version.h"
 
 namespace sandfence {
 

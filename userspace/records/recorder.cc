@@ -8,10 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-
-#ifndef SANDFENCE_VERSION
-#define SANDFENCE_VERSION "unknown"
-#endif
+#include "sandfence/version.h"
 
 namespace sandfence {
 namespace {
@@ -121,7 +118,8 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
     phase.rules.push_back(std::move(rule));
   }
   for (const v1::DroppedGrant& d : p.dropped()) {
-    phase.dropped.push_back({d.url(), d.name(), d.reason(), FromProto(d.source())});
+    phase.dropped.push_back(
+        {d.url(), d.name(), d.reason(), FromProto(d.source())});
   }
   phase.loopback = p.loopback();
   phase.guard = p.guard();
