@@ -86,30 +86,16 @@ class DaemonTest : public ::testing::Test {
 
   grpc::Status Start(const v1::StartRolloutRequest& req,
                      v1::StartRolloutResponse* resp) {
-    grpc::ClientContext ctx;
-    return daemon_->stub()->StartRollout(&ctx, req, resp);
+    return daemon_->Start(req, resp);
   }
   grpc::Status SetPhase(const std::string& id, const std::string& phase,
                         v1::SetPhaseResponse* resp = nullptr) {
-    grpc::ClientContext ctx;
-    v1::SetPhaseRequest req;
-    req.set_rollout_id(id);
-    req.set_phase(phase);
-    v1::SetPhaseResponse ignored;
-    return daemon_->stub()->SetPhase(&ctx, req, resp ? resp : &ignored);
+    return daemon_->SetPhase(id, phase, resp);
   }
   grpc::Status End(const std::string& id, v1::EndRolloutResponse* resp) {
-    grpc::ClientContext ctx;
-    v1::EndRolloutRequest req;
-    req.set_rollout_id(id);
-    return daemon_->stub()->EndRollout(&ctx, req, resp);
+    return daemon_->End(id, resp);
   }
-  v1::ListRolloutsResponse List() {
-    grpc::ClientContext ctx;
-    v1::ListRolloutsResponse resp;
-    EXPECT_TRUE(daemon_->stub()->ListRollouts(&ctx, {}, &resp).ok());
-    return resp;
-  }
+  v1::ListRolloutsResponse List() { return daemon_->List(); }
 
   // The attempts of a record as "phase tcp addr:port verdict".
   static std::multiset<std::string> Attempts(const v1::RolloutRecord& r) {

@@ -174,6 +174,34 @@ class DaemonProcess {
 
   v1::Sandfence::Stub* stub() { return stub_.get(); }
 
+  // The calls the tests make, one context each.
+  grpc::Status Start(const v1::StartRolloutRequest& req,
+                     v1::StartRolloutResponse* resp) {
+    grpc::ClientContext ctx;
+    return stub_->StartRollout(&ctx, req, resp);
+  }
+  grpc::Status SetPhase(const std::string& id, const std::string& phase,
+                        v1::SetPhaseResponse* resp = nullptr) {
+    grpc::ClientContext ctx;
+    v1::SetPhaseRequest req;
+    req.set_rollout_id(id);
+    req.set_phase(phase);
+    v1::SetPhaseResponse ignored;
+    return stub_->SetPhase(&ctx, req, resp ? resp : &ignored);
+  }
+  grpc::Status End(const std::string& id, v1::EndRolloutResponse* resp) {
+    grpc::ClientContext ctx;
+    v1::EndRolloutRequest req;
+    req.set_rollout_id(id);
+    return stub_->EndRollout(&ctx, req, resp);
+  }
+  v1::ListRolloutsResponse List() {
+    grpc::ClientContext ctx;
+    v1::ListRolloutsResponse resp;
+    EXPECT_TRUE(stub_->ListRollouts(&ctx, {}, &resp).ok());
+    return resp;
+  }
+
   std::string Log() const {
     std::string out;
     if (FILE* f = fopen(dirs_.log().c_str(), "r")) {
