@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "dns/wire.h"
 #include "gmock/gmock.h"
@@ -488,6 +489,31 @@ TEST(ClientUdpLimit, ClassicOrAdvertised) {
   EXPECT_EQ(ClientUdpLimit(MustParse(Query("a.test", 1))), 512u);
   EXPECT_EQ(ClientUdpLimit(MustParse(Query("a.test", 1, 1, 4096))), 4096u);
   EXPECT_EQ(ClientUdpLimit(MustParse(Query("a.test", 1, 1, 100))), 512u);
+}
+
+
+// Found by fuzz_dns_message: a name whose compression pointer lands inside a
+// TTL field that the rewrite caps. The rewritten answer must parse and say
+// what the parsed upstream answer said (the filter learns from the latter,
+// the client reads the former), or be refused.
+TEST(RewriteAnswer, APointerIntoARewrittenFieldIsRefusedNotPassedOn) {
+  std::string up;
+  ASSERT_TRUE(absl::Base64Unescape(
+      "AIEEgAABAAMAAAABA2FwaQVtb2RlbAR0ZXN0AAABAAHADADALAAAAAEsAA8EZWRnZSNjZG4E"
+      "dGVzdADALAAAngAAAAAAAAAECgECA8AsAAMAACkE0AAAEAAAAAAAAAAAAAAAAAAAAAMABCkE"
+      "0AAAAAAAAA==",
+      &up));
+  absl::StatusOr<Message> upstream = ParseMessage(up);
+  ASSERT_TRUE(upstream.ok()) << upstream.status();
+  absl::StatusOr<std::string> out =
+      RewriteAnswer(up, *upstream, *upstream, 300, ClientUdpLimit(*upstream));
+  ASSERT_FALSE(out.ok()) << "capping the TTL changes a name the client reads";
+  EXPECT_THAT(out.status().message(), ::testing::HasSubstr("rewritten"));
+  // Untouched (every TTL already under the cap), the same answer passes.
+  absl::StatusOr<std::string> same =
+      RewriteAnswer(up, *upstream, *upstream, 0xffffffffu, 4096);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(*same, up);
 }
 
 }  // namespace

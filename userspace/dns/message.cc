@@ -508,6 +508,36 @@ std::string BuildUpstreamQuery(const Message& client_query, uint16_t id) {
   return out;
 }
 
+namespace {
+
+// Whether two parses hold the same records, TTLs aside (the rewrite caps
+// them); names compare in their lower-cased text form.
+bool SameRecords(const Message& a, const Message& b) {
+  if (a.questions.size() != b.questions.size()) return false;
+  for (size_t i = 0; i < a.questions.size(); ++i) {
+    if (a.questions[i].name != b.questions[i].name ||
+        a.questions[i].type != b.questions[i].type) {
+      return false;
+    }
+  }
+  const auto same = [](const std::vector<ResourceRecord>& x,
+                       const std::vector<ResourceRecord>& y) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (x[i].name != y[i].name || x[i].type != y[i].type ||
+          x[i].klass != y[i].klass || x[i].rdata != y[i].rdata ||
+          x[i].target != y[i].target) {
+        return false;
+      }
+    }
+    return true;
+  };
+  return same(a.answers, b.answers) && same(a.authority, b.authority) &&
+         same(a.additional, b.additional);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> RewriteAnswer(absl::string_view upstream_wire,
                                           const Message& upstream,
                                           const Message& client_query,
@@ -535,6 +565,16 @@ absl::StatusOr<std::string> RewriteAnswer(absl::string_view upstream_wire,
     for (const ResourceRecord& rr : *section) {
       if (rr.ttl > ttl_cap) Set32(&out, rr.ttl_offset, ttl_cap);
     }
+  }
+  // A compression pointer may land inside a field rewritten above (a TTL,
+  // say), so the client could read other names than the ones the filter
+  // checked and learned from. Read the result back; pass it on only if it
+  // says the same.
+  absl::StatusOr<Message> back = ParseMessage(out);
+  if (!back.ok() || !SameRecords(*back, upstream)) {
+    return Malformed(
+        "DNS message: the upstream answer reads differently once rewritten "
+        "for the client (a compression pointer into a rewritten field)");
   }
   return out;
 }

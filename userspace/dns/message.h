@@ -226,7 +226,9 @@ std::string BuildUpstreamQuery(const Message& client_query, uint16_t id);
 // before what the filter learned expires), an OPT record the client did
 // not ask for removed. Truncated to BuildTruncated when it exceeds
 // `max_size`. Malformed when the OPT to remove is not the last record
-// (rewriting would need re-encoding; no sane server does this).
+// (rewriting would need re-encoding; no sane server does this), and when
+// the rewritten bytes no longer read as the same records (a compression
+// pointer into a rewritten field): the client must read what was checked.
 absl::StatusOr<std::string> RewriteAnswer(absl::string_view upstream_wire,
                                           const Message& upstream,
                                           const Message& client_query,
