@@ -51,6 +51,11 @@ struct CompiledPhase {
   v1::Loopback loopback = v1::LOOPBACK_DEFAULT;
   v1::Guard::Mode guard = v1::Guard::AUTO;
   v1::Audit::Allowed audit_allowed = v1::Audit::FIRST_PER_DESTINATION;
+  // DNS mode FILTERED (issue 14): the kernel sends every query to port 53
+  // (UDP or TCP, any address) to the sandbox's DNS filter instead, and
+  // addresses the filter learns from allowed answers open the grants of
+  // the names they answered. Restricted phases only.
+  bool dns_filtered = false;
 
   bool restricted() const { return access != v1::INHERIT; }
 };
