@@ -2,7 +2,7 @@
 // baseline in the same run (issue 7). bench/run is the way to start it.
 //
 //   sandfence_bench [--smoke] [--json PATH]
-//                   [--suites connect,events,control,dns,start]
+//                   [--suites connect,events,control,dns,start,guard]
 //                   [--worker PATH]
 //
 // Needs root (BPF programs, cgroups, nftables). It runs in a network
@@ -40,7 +40,8 @@ struct Args {
   bool smoke = false;
   bool control_child = false;
   std::string json = "sandfence-bench.json";
-  std::vector<std::string> suites = {"connect", "events", "control", "dns", "start"};
+  std::vector<std::string> suites = {"connect", "events", "control",
+                                     "dns",     "start",  "guard"};
   std::string worker;
   std::string cgroup_root;  // control child: the parent's subtree
   std::string work_dir;     // control child: the parent's scratch dir
@@ -50,7 +51,8 @@ struct Args {
 void Usage() {
   std::fprintf(stderr,
                "usage: sandfence_bench [--smoke] [--json PATH] "
-               "[--suites connect,events,control,dns,start] [--worker PATH]\n");
+               "[--suites connect,events,control,dns,start,guard] "
+               "[--worker PATH]\n");
 }
 
 bool ParseArgs(int argc, char** argv, Args* a) {
@@ -73,7 +75,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       a->suites = absl::StrSplit(v, ',', absl::SkipEmpty());
       for (const std::string& s : a->suites) {
         if (s != "connect" && s != "events" && s != "control" && s != "dns" &&
-            s != "start") {
+            s != "start" && s != "guard") {
           return false;
         }
       }
@@ -261,6 +263,7 @@ int Main(int argc, char** argv) {
     if (suite == "control") s = RunControlInChild(a, o, &report);
     if (suite == "dns") s = RunDnsSuite(o, &report);
     if (suite == "start") s = RunStartSuite(o, &report);
+    if (suite == "guard") s = RunGuardSuite(o, &report);
     if (!s.ok()) {
       ++failures;
       report.Note(absl::StrCat(suite, " suite failed: ", s.ToString()));

@@ -17,11 +17,19 @@
 //   pipe    --notify FD --rate R --count C --start-boot-ns T
 //       The latency baseline: writes CLOCK_BOOTTIME into a pipe, C times at
 //       R per second; the bench reads them as the ring buffer's events.
+//   syscalls --batches B --batch N
+//       Times batches of system calls the process guard looks at (or
+//       passes by): getppid, fstat, open+close of /dev/null and of
+//       /proc/self/stat, kill(self, 0); "sample <op> <ns per op>" lines.
 //
 // On failure: an "error <what>" line and exit status 1.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -236,11 +244,57 @@ int RunPipe(const Args& a) {
   return 0;
 }
 
+int RunSyscalls(const Args& a) {
+  const uint64_t batches = a.Num("batches");
+  const uint64_t n = a.Num("batch");
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) Fail("open /dev/null", errno);
+  const pid_t self = getpid();
+  struct stat st;
+  // Batch 0 warms caches and the kernel's paths and is not reported.
+  for (uint64_t b = 0; b <= batches; ++b) {
+    uint64_t t = Mono();
+    // Through syscall(): glibc caches nothing for getppid, but say so.
+    for (uint64_t i = 0; i < n; ++i) syscall(SYS_getppid);
+    if (b) Sample("getppid", Mono() - t, n);
+
+    t = Mono();
+    for (uint64_t i = 0; i < n; ++i) {
+      if (fstat(null_fd, &st) != 0) Fail("fstat", errno);
+    }
+    if (b) Sample("fstat", Mono() - t, n);
+
+    t = Mono();
+    for (uint64_t i = 0; i < n; ++i) {
+      int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) Fail("open /dev/null", errno);
+      close(fd);
+    }
+    if (b) Sample("open_close", Mono() - t, n);
+
+    t = Mono();
+    for (uint64_t i = 0; i < n; ++i) {
+      int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) Fail("open /proc/self/stat", errno);
+      close(fd);
+    }
+    if (b) Sample("open_close_proc", Mono() - t, n);
+
+    t = Mono();
+    for (uint64_t i = 0; i < n; ++i) {
+      if (kill(self, 0) != 0) Fail("kill 0", errno);
+    }
+    if (b) Sample("kill_0", Mono() - t, n);
+  }
+  dprintf(g_out, "ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s connect|deny|pipe --out FD ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s connect|deny|pipe|syscalls --out FD ...\n", argv[0]);
     return 2;
   }
   Args a;
@@ -259,6 +313,7 @@ int main(int argc, char** argv) {
   if (mode == "connect") return RunConnect(a);
   if (mode == "deny") return RunDeny(a);
   if (mode == "pipe") return RunPipe(a);
+  if (mode == "syscalls") return RunSyscalls(a);
   dprintf(g_out, "error unknown mode %s\n", mode.c_str());
   return 2;
 }

@@ -37,6 +37,14 @@ REQUIRED = [
     ("start", "start_rollout", "baseline"),
     ("start", "start_rollout", "sandfence"),
     ("start", "stage_compile", "sandfence"),
+    ("guard", "getppid", "no guard"),
+    ("guard", "open_close_proc", "no guard"),
+]
+# Rows whose variant names what varies by host (the guard's enforcer):
+# (suite, name, variant prefix).
+REQUIRED_PREFIX = [
+    ("guard", "getppid", "guard ("),
+    ("guard", "open_close_proc", "guard ("),
 ]
 
 
@@ -65,6 +73,10 @@ def main():
     for want in REQUIRED:
         if want not in have:
             fail(f"no row for {want}")
+    for suite, name, prefix in REQUIRED_PREFIX:
+        if not any(s == suite and n == name and v.startswith(prefix)
+                   for s, n, v in have):
+            fail(f"no row for {(suite, name, prefix + '...')}")
     records = doc["meta"].get("records") == "userspace/records"
     if records and ("events", "events_delivered", "records") not in have:
         fail("built with records but no records rows")

@@ -37,6 +37,11 @@ BenchOptions FullOptions() {
   o.dns_rates = {1000, 3000, 10000};
   o.dns_phase_ms = 1500;
   o.dns_rounds = 4;
+
+  // Batches of 0.1-2 ms, like connect's.
+  o.guard_rounds = 10;
+  o.guard_batches = 40;
+  o.guard_batch = 1000;
   return o;
 }
 
@@ -71,6 +76,10 @@ BenchOptions SmokeOptions() {
   o.dns_rates = {2000};
   o.dns_phase_ms = 200;
   o.dns_rounds = 1;
+
+  o.guard_rounds = 2;
+  o.guard_batches = 3;
+  o.guard_batch = 100;
   return o;
 }
 

@@ -62,6 +62,13 @@ struct BenchOptions {
   bool dns_realtime = true;  // see dns_suite.cc
   int dns_phase_ms = 0;
   int dns_rounds = 0;
+
+  // Guard cost outside guarded sandboxes: `guard_rounds` alternating rounds
+  // of (no guard, guard attached) workers, each timing `guard_batches`
+  // batches of `guard_batch` calls per system call.
+  int guard_rounds = 0;
+  int guard_batches = 0;
+  size_t guard_batch = 0;
 };
 
 BenchOptions FullOptions();

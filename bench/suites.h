@@ -34,6 +34,11 @@ absl::Status RunDnsSuite(const BenchOptions& options, Report* report);
 // item 9), against a 10-rule start, with its stages timed apart.
 absl::Status RunStartSuite(const BenchOptions& options, Report* report);
 
+// What the process guard costs a process outside every guarded sandbox
+// (issue 13): system calls with no guard loaded against the same calls with
+// the host's guard attached, and the kernel's run time per guard program.
+absl::Status RunGuardSuite(const BenchOptions& options, Report* report);
+
 // Judges the issue's targets from the rows.
 void EvaluateTargets(const BenchOptions& options, Report* report);
 

@@ -93,6 +93,14 @@ class GuardController {
   // The cgroup ids the kernel guards, whoever added them.
   std::vector<uint64_t> GuardedSandboxes() const;
 
+  // The enforcer's programs (by program name), for the kernel's per-run
+  // statistics (bench/); empty when off.
+  std::vector<std::pair<std::string, int>> prog_fds() const {
+    std::vector<std::pair<std::string, int>> out;
+    for (const auto& [name, fd] : progs_) out.emplace_back(name, fd.get());
+    return out;
+  }
+
   // This process's ring buffer of sf_guard_event records; -1 when off.
   int events_fd() const { return ring_.get(); }
   // The ring a dead process left in its slot (NotFound: none), and its
