@@ -647,6 +647,153 @@ TEST(Compile, PhaseSettingsAreCarriedWithDefaultsFilledIn) {
   EXPECT_EQ(out->phases[1].loopback, v1::LOOPBACK_RULES_ONLY);
 }
 
+// DNS FILTERED (issue 14): name rules for every name the phase grants,
+// wildcards as name rules only, no resolver rule for the sandbox.
+std::vector<std::string> NameLines(const CompiledPhase& phase) {
+  std::vector<std::string> out;
+  for (const NameRule& r : phase.name_rules) {
+    std::vector<std::string> grants;
+    for (const NameGrant& g : r.grants) {
+      grants.push_back(absl::StrCat(L4Name(g.protocol), ":", g.port_first, "-",
+                                    g.port_last));
+    }
+    out.push_back(absl::StrCat(r.pattern, " ", absl::StrJoin(grants, ","), " ",
+                               r.origin));
+  }
+  return out;
+}
+
+TEST(CompileDnsFiltered, NamesAndWildcardsBecomeNameRulesAndNoResolverRule) {
+  FakeResolver resolver;
+  AddFixedAnswers(&resolver);
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_AND_TOOLS
+                       model: "http://Model.Internal.:8000/v1"
+                       tool { name: "search" url: "https://search.internal" }
+                       allow { host: "*.Tool.Test" port: 443 protocol: ANY }
+                       allow { host: "10.0.0.7" port: 22 }
+                       allow { host: "search.internal" port: 8443 }
+                       dns { mode: FILTERED max_ttl_seconds: 600 } })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const CompiledPhase& p = out->phases[0];
+  EXPECT_TRUE(p.dns_filtered);
+  // The names are still resolved at start (a rollout that connects before
+  // it asks works); the wildcard opens only what is learned; the sandbox
+  // gets no rule to any resolver.
+  EXPECT_THAT(Lines(p), ElementsAre("tcp 10.0.0.7:22 10.0.0.7",
+                                    "tcp 10.0.0.9:443 search",
+                                    "tcp 10.0.0.9:8443 search.internal",
+                                    "tcp 10.1.2.3:8000 model.internal",
+                                    "tcp [fd00::3]:8000 model.internal"));
+  EXPECT_THAT(NameLines(p),
+              ElementsAre("model.internal tcp:8000-8000 model",
+                          "search.internal tcp:443-443,tcp:8443-8443 "
+                          "tool:search,allow",
+                          "*.tool.test tcp:443-443,udp:443-443 allow"));
+  EXPECT_EQ(p.dns_upstreams, SystemResolvers());
+  EXPECT_EQ(p.dns_ttl, (DnsTtl{30, 600, 60}));
+  const std::string text = FormatCompiledPolicyText(*out);
+  EXPECT_THAT(text, HasSubstr("dns   filtered: upstream 10.0.0.53:53, "
+                              "127.0.0.53:53"));
+  EXPECT_THAT(text, HasSubstr("name  *.tool.test      tcp:443,udp:443  allow"));
+  EXPECT_THAT(text, HasSubstr("every other name: NXDOMAIN"));
+  EXPECT_THAT(FormatCompiledPolicyJson(*out), HasSubstr("\"dns_filter\""));
+}
+
+TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver,
+                          Unavailable("cannot read the nameservers from x"));
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5"
+                       dns { mode: FILTERED resolver: "127.0.0.1:5353"
+                             min_ttl_seconds: 1 max_ttl_seconds: 2
+                             grace_seconds: 3 } })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->phases[0].dns_upstreams,
+            std::vector<HostPort>{*HostPort::Parse("127.0.0.1:5353", 53)});
+  EXPECT_EQ(out->phases[0].dns_ttl, (DnsTtl{1, 2, 3}));
+  EXPECT_THAT(NameLines(out->phases[0]), IsEmpty());  // the model is an IP
+
+  // Without listed upstreams, the host's must be known.
+  out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" dns { mode: FILTERED } })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(RefusalOf(out.status()), Refusal::kUnavailable);
+  EXPECT_THAT(out.status().message(), HasSubstr("dns FILTERED asks the host"));
+
+  // A max below the default min, without a min: said plainly.
+  out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5"
+                       dns { mode: FILTERED resolver: "127.0.0.1"
+                             max_ttl_seconds: 10 } })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed);
+  EXPECT_THAT(out.status().message(), HasSubstr("min_ttl_seconds 30"));
+}
+
+TEST(CompileDnsFiltered, WildcardsAreRefusedWhereNothingLearnsAddresses) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  struct Bad {
+    const char* phase;
+    const char* message;
+  };
+  for (const Bad& b : {
+           Bad{R"(allow { host: "*.tool.test" port: 443 } dns { mode: NONE })",
+               "a wildcard needs dns { mode: FILTERED }"},
+           Bad{R"(allow { host: "*.tool.test" port: 443 })",
+               "a wildcard needs dns { mode: FILTERED }"},
+           Bad{R"(allow { host: "*" port: 443 } dns { mode: FILTERED })",
+               "allow \"*\""},
+           Bad{R"(allow { host: "a.*.test" port: 443 } dns { mode: FILTERED })",
+               "allow \"a.*.test\""},
+           Bad{R"(allow { host: "*.tool.test" } dns { mode: FILTERED })",
+               "has no port"},
+           Bad{R"(model: "http://*.model.test" dns { mode: FILTERED })",
+               "model \"http://*.model.test\""},
+       }) {
+    absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+        Parse(absl::StrCat(R"(phase { name: "a" network_access: MODEL_ONLY
+                              model: "http://10.0.0.5" )",
+                           b.phase, " }")),
+        RolloutEndpoints{}, kHostNetns);
+    ASSERT_FALSE(out.ok()) << b.phase;
+    EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed) << b.phase;
+    EXPECT_THAT(out.status().message(), HasSubstr(b.message)) << b.phase;
+  }
+}
+
+TEST(CompileDnsFiltered, InheritPhasesCannotBeFiltered) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: INHERIT
+                       dns { mode: FILTERED } })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed);
+  EXPECT_THAT(out.status().message(), HasSubstr("inherit phase"));
+  // TTL limits without the filter are a mistake, not ignored.
+  out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5"
+                       dns { mode: NONE grace_seconds: 5 } })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("dns.grace_seconds 5 is given, but it applies only "
+                        "with mode: FILTERED"));
+}
+
 TEST(ContentHash, DependsOnTheEffectivePolicyOnly) {
   FakeResolver resolver;
   PolicyCompiler compiler(&resolver, SystemResolvers());

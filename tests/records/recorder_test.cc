@@ -312,5 +312,38 @@ TEST_F(RecorderTest, JsonParsesBackIntoTheSameRecord) {
   }
 }
 
+// A DNS-filtered phase survives the trip through the record's (and the
+// daemon state's) PhasePolicy: adoption re-enforces what was compiled.
+TEST(PhasePolicy, DnsFilterRoundTripsAndBadGrantsAreRefused) {
+  CompiledPhase phase;
+  phase.name = "agent";
+  phase.access = v1::MODEL_ONLY;
+  phase.dns_filtered = true;
+  phase.name_rules = {
+      {"api.model.test", {{L4::kTcp, 8000, 8000}}, "model"},
+      {"*.tool.test", {{L4::kTcp, 443, 443}, {L4::kUdp, 443, 443}}, "allow"}};
+  phase.dns_upstreams = {*HostPort::Parse("127.0.0.1:5353", 53),
+                         *HostPort::Parse("[::1]:53", 53)};
+  phase.dns_ttl = {1, 2, 3};
+  v1::PhasePolicy p = ToPhasePolicy(phase);
+  absl::StatusOr<CompiledPhase> back = FromPhasePolicy(p);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->dns_filtered);
+  EXPECT_EQ(back->name_rules, phase.name_rules);
+  EXPECT_EQ(back->dns_upstreams, phase.dns_upstreams);
+  EXPECT_EQ(back->dns_ttl, phase.dns_ttl);
+
+  phase.dns_filtered = false;
+  EXPECT_FALSE(ToPhasePolicy(phase).has_dns_filter());
+
+  p.mutable_dns_filter()->mutable_name_rule(1)->mutable_grant(0)->set_port_first(
+      0);
+  back = FromPhasePolicy(p);
+  ASSERT_FALSE(back.ok());
+  EXPECT_TRUE(absl::StrContains(back.status().message(),
+                                "name rule \"*.tool.test\" grant tcp 0-443"))
+      << back.status();
+}
+
 }  // namespace
 }  // namespace sandfence::testing

@@ -41,6 +41,38 @@ struct DroppedGrant {
   RuleSource source = RuleSource::kTool;
 };
 
+// What the addresses learned for a name open (DNS FILTERED): a protocol
+// and a port range.
+struct NameGrant {
+  L4 protocol = L4::kTcp;
+  uint16_t port_first = 0;
+  uint16_t port_last = 0;  // == port_first for one port
+
+  friend bool operator==(const NameGrant&, const NameGrant&) = default;
+  friend auto operator<=>(const NameGrant&, const NameGrant&) = default;
+};
+
+// A name a DNS-filtered phase may resolve: a host name or "*.suffix" (any
+// name below the suffix, not the suffix itself), normalized.
+struct NameRule {
+  std::string pattern;
+  std::vector<NameGrant> grants;
+  // Where it came from, for records ("model", "tool:search", "allow").
+  std::string origin;
+
+  friend bool operator==(const NameRule&, const NameRule&) = default;
+};
+
+// How long learned addresses stay open, in seconds: the answer's TTL
+// clamped to [min, max], plus grace.
+struct DnsTtl {
+  uint32_t min_seconds = 30;
+  uint32_t max_seconds = 300;
+  uint32_t grace_seconds = 60;
+
+  friend bool operator==(const DnsTtl&, const DnsTtl&) = default;
+};
+
 struct CompiledPhase {
   std::string name;
   v1::NetworkAccess access = v1::NETWORK_ACCESS_UNSPECIFIED;
@@ -56,6 +88,12 @@ struct CompiledPhase {
   // addresses the filter learns from allowed answers open the grants of
   // the names they answered. Restricted phases only.
   bool dns_filtered = false;
+  // With dns_filtered: the names the filter answers, the upstreams it asks
+  // (empty: the host's nameservers, found when the filter starts), and the
+  // learned addresses' lifetime.
+  std::vector<NameRule> name_rules;
+  std::vector<HostPort> dns_upstreams;
+  DnsTtl dns_ttl;
 
   bool restricted() const { return access != v1::INHERIT; }
 };

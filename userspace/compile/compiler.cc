@@ -1,7 +1,10 @@
 #include "compile/compiler.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "compile/content_hash.h"
@@ -45,6 +48,27 @@ void AddRules(const std::vector<IpPrefix>& prefixes,
           Rule{protocol, prefix, port_first, port_last, source, origin});
     }
   }
+}
+
+// Adds what a name opens to its rule (one rule per normalized pattern).
+void AddNameRule(const std::string& pattern, const std::vector<L4>& protocols,
+                 uint16_t port_first, uint16_t port_last,
+                 const std::string& origin, std::vector<NameRule>* names) {
+  auto it = std::find_if(names->begin(), names->end(),
+                         [&](const NameRule& r) { return r.pattern == pattern; });
+  if (it == names->end()) {
+    names->push_back(NameRule{pattern, {}, origin});
+    it = names->end() - 1;
+  } else if (!absl::StrContains(it->origin, origin)) {
+    absl::StrAppend(&it->origin, ",", origin);
+  }
+  for (L4 protocol : protocols) {
+    NameGrant g{protocol, port_first, port_last};
+    if (std::find(it->grants.begin(), it->grants.end(), g) == it->grants.end()) {
+      it->grants.push_back(g);
+    }
+  }
+  std::sort(it->grants.begin(), it->grants.end());
 }
 
 }  // namespace
@@ -164,15 +188,31 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     }
     tools.push_back(*std::move(ep));
   }
+  const bool filtered = phase.dns().mode() == v1::Dns::FILTERED;
+  // Each allow rule's host, or (a wildcard) its name pattern.
   std::vector<Host> allow_hosts;
+  std::vector<std::optional<NamePattern>> allow_patterns;
   for (const v1::AllowRule& rule : phase.allow()) {
+    const std::string where = absl::StrCat(label, ": allow ", Quote(rule.host()));
+    if (absl::StartsWith(rule.host(), "*")) {
+      absl::StatusOr<NamePattern> pattern = NormalizeNamePattern(rule.host());
+      if (!pattern.ok()) return WithContext(pattern.status(), where);
+      if (!filtered) {
+        return Malformed(absl::StrCat(
+            where,
+            ": a wildcard needs dns { mode: FILTERED } (the filter learns "
+            "the addresses of the names it answers; without it a wildcard "
+            "opens nothing)"));
+      }
+      allow_hosts.push_back(Host{});
+      allow_patterns.push_back(*std::move(pattern));
+      continue;
+    }
     absl::StatusOr<Host> host =
         NormalizeHost(rule.host(), HostForm::kAddressNameOrPrefix);
-    if (!host.ok()) {
-      return WithContext(host.status(),
-                         absl::StrCat(label, ": allow ", Quote(rule.host())));
-    }
+    if (!host.ok()) return WithContext(host.status(), where);
     allow_hosts.push_back(*std::move(host));
+    allow_patterns.push_back(std::nullopt);
   }
 
   if (!out.restricted()) return out;  // inherit: nothing to resolve
@@ -203,6 +243,7 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   }
 
   std::vector<Rule> rules;
+  std::vector<NameRule> names;  // kept only when DNS is filtered
   // The model server: always required.
   for (size_t i = 0; i < models.size(); ++i) {
     const Endpoint& ep = models[i];
@@ -216,6 +257,9 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     }
     AddRules(reach->prefixes, {L4::kTcp}, ep.port, ep.port, RuleSource::kModel,
              ep.host.ToString(), &rules);
+    if (ep.host.is_name()) {
+      AddNameRule(ep.host.name, {L4::kTcp}, ep.port, ep.port, "model", &names);
+    }
   }
 
   // Tool grants.
@@ -254,6 +298,11 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     }
     AddRules(reach->prefixes, {L4::kTcp}, ep.port, ep.port, RuleSource::kTool,
              tool.name().empty() ? ep.host.ToString() : tool.name(), &rules);
+    if (ep.host.is_name()) {
+      AddNameRule(ep.host.name, {L4::kTcp}, ep.port, ep.port,
+                  tool.name().empty() ? "tool" : absl::StrCat("tool:", tool.name()),
+                  &names);
+    }
   }
 
   // Explicit allow rules: asked for by name, so refused when unreachable.
@@ -262,6 +311,18 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   for (size_t i = 0; i < allow_hosts.size(); ++i) {
     const v1::AllowRule& rule = phase.allow(i);
     std::string where = absl::StrCat(label, ": allow ", Quote(rule.host()));
+    uint16_t first = static_cast<uint16_t>(rule.port());
+    uint16_t last = first;
+    if (rule.has_port_range()) {
+      first = static_cast<uint16_t>(rule.port_range().first());
+      last = static_cast<uint16_t>(rule.port_range().last());
+    }
+    if (allow_patterns[i]) {
+      // A wildcard opens only what the filter learns from answers.
+      AddNameRule(allow_patterns[i]->ToString(), ProtocolsOf(rule.protocol()),
+                  first, last, "allow", &names);
+      continue;
+    }
     absl::StatusOr<Reach> reach =
         ReachOf(allow_hosts[i], context, own_loopback_by_rules);
     if (!reach.ok()) return WithContext(reach.status(), where);
@@ -269,11 +330,9 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
       return Rejected(
           absl::StrCat(where, " cannot be reached: ", reach->unreachable));
     }
-    uint16_t first = static_cast<uint16_t>(rule.port());
-    uint16_t last = first;
-    if (rule.has_port_range()) {
-      first = static_cast<uint16_t>(rule.port_range().first());
-      last = static_cast<uint16_t>(rule.port_range().last());
+    if (allow_hosts[i].is_name()) {
+      AddNameRule(allow_hosts[i].name, ProtocolsOf(rule.protocol()), first,
+                  last, "allow", &names);
     }
     AddRules(reach->prefixes, ProtocolsOf(rule.protocol()), first, last,
              RuleSource::kAllow,
@@ -286,6 +345,40 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   switch (phase.dns().mode()) {
     case v1::Dns::NONE:
       break;
+    case v1::Dns::FILTERED: {
+      // The sandbox reaches no resolver: the kernel sends its queries to the
+      // filter, and the filter (outside the sandbox) asks the upstreams.
+      out.dns_filtered = true;
+      out.name_rules = std::move(names);
+      const v1::Dns& dns = phase.dns();
+      if (dns.min_ttl_seconds()) out.dns_ttl.min_seconds = dns.min_ttl_seconds();
+      if (dns.max_ttl_seconds()) out.dns_ttl.max_seconds = dns.max_ttl_seconds();
+      if (dns.grace_seconds()) out.dns_ttl.grace_seconds = dns.grace_seconds();
+      if (out.dns_ttl.min_seconds > out.dns_ttl.max_seconds) {
+        return Malformed(absl::StrCat(
+            label, ": dns TTL limits: min_ttl_seconds ",
+            out.dns_ttl.min_seconds, " is above max_ttl_seconds ",
+            out.dns_ttl.max_seconds, " (a default; give both)"));
+      }
+      for (const std::string& text : dns.resolver()) {
+        absl::StatusOr<HostPort> hp = HostPort::Parse(text, 53);
+        if (!hp.ok()) return hp.status();  // ValidatePolicySet checked it
+        out.dns_upstreams.push_back(*hp);
+      }
+      if (out.dns_upstreams.empty()) {
+        if (!system_resolvers_.ok()) {
+          return WithContext(
+              system_resolvers_.status(),
+              absl::StrCat(label,
+                           ": dns FILTERED asks the host's nameservers, which "
+                           "are not known (give --resolver, or list "
+                           "upstreams with dns { mode: FILTERED resolver: "
+                           "\"IP\" })"));
+        }
+        out.dns_upstreams = *system_resolvers_;
+      }
+      break;
+    }
     case v1::Dns::LISTED:
       for (const std::string& text : phase.dns().resolver()) {
         absl::StatusOr<HostPort> hp = HostPort::Parse(text, 53);

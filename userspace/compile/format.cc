@@ -20,6 +20,25 @@ std::string Pad(absl::string_view s, size_t width) {
   return out;
 }
 
+std::string GrantText(const NameGrant& g) {
+  if (g.port_first == g.port_last) {
+    return absl::StrCat(L4Name(g.protocol), ":", g.port_first);
+  }
+  return absl::StrCat(L4Name(g.protocol), ":", g.port_first, "-", g.port_last);
+}
+
+std::string GrantsText(const NameRule& rule) {
+  std::vector<std::string> parts;
+  for (const NameGrant& g : rule.grants) parts.push_back(GrantText(g));
+  return absl::StrJoin(parts, ",");
+}
+
+std::string UpstreamsText(const CompiledPhase& phase) {
+  std::vector<std::string> parts;
+  for (const HostPort& hp : phase.dns_upstreams) parts.push_back(hp.ToString());
+  return parts.empty() ? "the host's nameservers" : absl::StrJoin(parts, ", ");
+}
+
 std::string DroppedWhat(const DroppedGrant& d) {
   if (d.source == RuleSource::kDns) return absl::StrCat("dns ", d.url);
   if (d.name.empty()) return absl::StrCat("tool ", d.url);
@@ -66,6 +85,23 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
       absl::StrAppend(&out, name, "  drop  ", DroppedWhat(d), ": ", d.reason,
                       "\n");
     }
+    if (phase.dns_filtered) {
+      absl::StrAppend(&out, name, "  dns   filtered: upstream ",
+                      UpstreamsText(phase), "; learned addresses live the TTL "
+                      "clamped to ", phase.dns_ttl.min_seconds, "-",
+                      phase.dns_ttl.max_seconds, " s, + ",
+                      phase.dns_ttl.grace_seconds, " s\n");
+      size_t width = 0;
+      for (const NameRule& r : phase.name_rules) {
+        width = std::max(width, r.pattern.size());
+      }
+      for (const NameRule& r : phase.name_rules) {
+        absl::StrAppend(&out, name, "  name  ", Pad(r.pattern, width), "  ",
+                        GrantsText(r), "  ", r.origin, "\n");
+      }
+      absl::StrAppend(&out, name,
+                      "  name  every other name: NXDOMAIN (blocked)\n");
+    }
     // Default-deny is stated, never implied.
     absl::StrAppend(&out, name, "  deny  all other traffic\n");
   }
@@ -96,6 +132,37 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
       if (items.empty()) return std::string("[]");
       return absl::StrCat("[\n", absl::StrJoin(items, ",\n"), "\n      ]");
     };
+    // Only for filtered phases, so that other policies' output is as it was.
+    std::string dns;
+    if (phase.dns_filtered) {
+      std::vector<std::string> names, upstreams;
+      for (const NameRule& r : phase.name_rules) {
+        std::vector<std::string> grants;
+        for (const NameGrant& g : r.grants) {
+          grants.push_back(absl::StrCat(
+              "{\"protocol\": ", JsonQuote(L4Name(g.protocol)),
+              ", \"port_first\": ", g.port_first, ", \"port_last\": ",
+              g.port_last, "}"));
+        }
+        names.push_back(absl::StrCat(
+            "          {\"pattern\": ", JsonQuote(r.pattern),
+            ", \"origin\": ", JsonQuote(r.origin), ", \"grants\": [",
+            absl::StrJoin(grants, ", "), "]}"));
+      }
+      for (const HostPort& hp : phase.dns_upstreams) {
+        upstreams.push_back(JsonQuote(hp.ToString()));
+      }
+      dns = absl::StrCat(
+          "      \"dns_filter\": {\n        \"upstreams\": [",
+          absl::StrJoin(upstreams, ", "), "],\n        \"min_ttl_seconds\": ",
+          phase.dns_ttl.min_seconds, ",\n        \"max_ttl_seconds\": ",
+          phase.dns_ttl.max_seconds, ",\n        \"grace_seconds\": ",
+          phase.dns_ttl.grace_seconds, ",\n        \"names\": ",
+          names.empty() ? std::string("[]")
+                        : absl::StrCat("[\n", absl::StrJoin(names, ",\n"),
+                                       "\n        ]"),
+          "\n      },\n");
+    }
     phases.push_back(absl::StrCat(
         "    {\n"
         "      \"name\": ",
@@ -103,7 +170,7 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
         JsonQuote(v1::NetworkAccess_Name(phase.access)), ",\n",
         "      \"restricted\": ", phase.restricted() ? "true" : "false", ",\n",
         "      \"rules\": ", list(rules), ",\n",
-        "      \"dropped\": ", list(dropped), ",\n", "      \"loopback\": ",
+        "      \"dropped\": ", list(dropped), ",\n", dns, "      \"loopback\": ",
         JsonQuote(v1::Loopback_Name(phase.loopback)), ",\n",
         "      \"guard\": ", JsonQuote(v1::Guard::Mode_Name(phase.guard)),
         ",\n", "      \"audit_allowed\": ",

@@ -26,23 +26,11 @@
 
 namespace sandfence::dns {
 
-// What a learned address opens: a protocol and a port range.
-struct NameGrant {
-  L4 protocol = L4::kTcp;
-  uint16_t port_first = 0;
-  uint16_t port_last = 0;  // == port_first for one port
-
-  friend bool operator==(const NameGrant&, const NameGrant&) = default;
-  friend auto operator<=>(const NameGrant&, const NameGrant&) = default;
-};
-
-// One rule as the compiler hands it over.
-struct NameRule {
-  std::string pattern;  // "api.model.test", "*.tool.test" (not yet normal)
-  std::vector<NameGrant> grants;
-  // Where it came from, for records ("model", "tool:search", "allow").
-  std::string origin;
-};
+// The compiler's types (compile/compiled_policy.h): what a name opens,
+// and one rule as the compiler hands it over (its pattern not yet
+// normalized when built by hand).
+using ::sandfence::NameGrant;
+using ::sandfence::NameRule;
 
 // The result of a match: the grants (sorted, deduplicated) and the
 // patterns that matched, in normalized form.

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -90,25 +91,64 @@ absl::Status ValidateAllow(const std::string& phase_label, int index,
   return CheckPort(where, "port", rule.port());
 }
 
-absl::Status ValidateDns(const std::string& phase_label, const v1::Dns& dns) {
+absl::Status ValidateDns(const std::string& phase_label, const v1::Phase& phase) {
+  const v1::Dns& dns = phase.dns();
   if (!v1::Dns::Mode_IsValid(dns.mode())) {
     return Malformed(absl::StrCat(phase_label, ": dns.mode ", dns.mode(),
-                                  " is not SYSTEM, NONE or LISTED"));
+                                  " is not SYSTEM, NONE, LISTED or FILTERED"));
   }
-  if (dns.mode() != v1::Dns::LISTED) {
+  const v1::Dns::Mode mode = dns.mode() == v1::Dns::MODE_UNSPECIFIED
+                                 ? v1::Dns::SYSTEM
+                                 : dns.mode();
+  const bool filtered = mode == v1::Dns::FILTERED;
+  if (filtered && phase.network_access() == v1::INHERIT) {
+    return Malformed(absl::StrCat(
+        phase_label,
+        ": dns.mode FILTERED on an inherit phase; inherit restricts nothing, "
+        "so its DNS is the host's (filter a model_only or model_and_tools "
+        "phase)"));
+  }
+  if (!filtered) {
+    for (auto [field, value] :
+         {std::pair{"min_ttl_seconds", dns.min_ttl_seconds()},
+          {"max_ttl_seconds", dns.max_ttl_seconds()},
+          {"grace_seconds", dns.grace_seconds()}}) {
+      if (value != 0) {
+        return Malformed(absl::StrCat(phase_label, ": dns.", field, " ", value,
+                                      " is given, but it applies only with "
+                                      "mode: FILTERED (mode is ",
+                                      v1::Dns::Mode_Name(mode), ")"));
+      }
+    }
+  } else {
+    constexpr uint32_t kDay = 86400;
+    if (dns.max_ttl_seconds() > kDay || dns.grace_seconds() > kDay ||
+        dns.min_ttl_seconds() > kDay) {
+      return Malformed(absl::StrCat(
+          phase_label, ": dns TTL limits (min_ttl_seconds ",
+          dns.min_ttl_seconds(), ", max_ttl_seconds ", dns.max_ttl_seconds(),
+          ", grace_seconds ", dns.grace_seconds(),
+          ") must each be at most 86400 (a day)"));
+    }
+    if (dns.min_ttl_seconds() != 0 && dns.max_ttl_seconds() != 0 &&
+        dns.min_ttl_seconds() > dns.max_ttl_seconds()) {
+      return Malformed(absl::StrCat(phase_label, ": dns.min_ttl_seconds ",
+                                    dns.min_ttl_seconds(),
+                                    " is above dns.max_ttl_seconds ",
+                                    dns.max_ttl_seconds()));
+    }
+  }
+  if (mode != v1::Dns::LISTED && !filtered) {
     if (dns.resolver_size() > 0) {
       return Malformed(absl::StrCat(
           phase_label, ": dns.resolver \"", dns.resolver(0),
-          "\" is given, but resolvers are listed only with mode: LISTED (mode "
-          "is ",
-          v1::Dns::Mode_Name(dns.mode() == v1::Dns::MODE_UNSPECIFIED
-                                 ? v1::Dns::SYSTEM
-                                 : dns.mode()),
-          ")"));
+          "\" is given, but resolvers are listed only with mode: LISTED or "
+          "FILTERED (mode is ",
+          v1::Dns::Mode_Name(mode), ")"));
     }
     return absl::OkStatus();
   }
-  if (dns.resolver_size() == 0) {
+  if (mode == v1::Dns::LISTED && dns.resolver_size() == 0) {
     return Malformed(absl::StrCat(
         phase_label,
         ": dns.mode LISTED lists no resolver; add resolver: \"IP[:PORT]\" or "
@@ -163,7 +203,7 @@ absl::Status ValidatePhase(const v1::Phase& phase) {
       return s;
     }
   }
-  if (absl::Status s = ValidateDns(label, phase.dns()); !s.ok()) return s;
+  if (absl::Status s = ValidateDns(label, phase); !s.ok()) return s;
   if (!v1::Loopback_IsValid(phase.loopback())) {
     return Malformed(absl::StrCat(label, ": loopback ", phase.loopback(),
                                   " is not a known value"));

@@ -124,6 +124,37 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
   phase.loopback = p.loopback();
   phase.guard = p.guard();
   phase.audit_allowed = p.audit_allowed();
+  if (p.has_dns_filter()) {
+    const v1::DnsFilterPolicy& d = p.dns_filter();
+    phase.dns_filtered = true;
+    for (const v1::NameRule& r : d.name_rule()) {
+      NameRule rule{r.pattern(), {}, r.origin()};
+      for (const v1::NameGrant& g : r.grant()) {
+        if ((g.protocol() != "tcp" && g.protocol() != "udp") ||
+            g.port_first() == 0 || g.port_first() > 65535 ||
+            g.port_last() > 65535 || g.port_first() > g.port_last()) {
+          return Malformed(absl::StrCat(
+              "phase ", p.name(), ": name rule \"", r.pattern(), "\" grant ",
+              g.protocol(), " ", g.port_first(), "-", g.port_last()));
+        }
+        rule.grants.push_back(
+            {g.protocol() == "tcp" ? L4::kTcp : L4::kUdp,
+             static_cast<uint16_t>(g.port_first()),
+             static_cast<uint16_t>(g.port_last())});
+      }
+      phase.name_rules.push_back(std::move(rule));
+    }
+    for (const std::string& u : d.upstream()) {
+      absl::StatusOr<HostPort> hp = HostPort::Parse(u, 53);
+      if (!hp.ok()) {
+        return Malformed(absl::StrCat("phase ", p.name(), ": dns upstream \"",
+                                      u, "\": ", hp.status().message()));
+      }
+      phase.dns_upstreams.push_back(*hp);
+    }
+    phase.dns_ttl = {d.min_ttl_seconds(), d.max_ttl_seconds(),
+                     d.grace_seconds()};
+  }
   return phase;
 }
 
@@ -150,6 +181,26 @@ v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase) {
   p.set_loopback(phase.loopback);
   p.set_guard(phase.guard);
   p.set_audit_allowed(phase.audit_allowed);
+  if (phase.dns_filtered) {
+    v1::DnsFilterPolicy* d = p.mutable_dns_filter();
+    for (const NameRule& r : phase.name_rules) {
+      v1::NameRule* out = d->add_name_rule();
+      out->set_pattern(r.pattern);
+      out->set_origin(r.origin);
+      for (const NameGrant& g : r.grants) {
+        v1::NameGrant* og = out->add_grant();
+        og->set_protocol(L4Name(g.protocol));
+        og->set_port_first(g.port_first);
+        og->set_port_last(g.port_last);
+      }
+    }
+    for (const HostPort& hp : phase.dns_upstreams) {
+      d->add_upstream(hp.ToString());
+    }
+    d->set_min_ttl_seconds(phase.dns_ttl.min_seconds);
+    d->set_max_ttl_seconds(phase.dns_ttl.max_seconds);
+    d->set_grace_seconds(phase.dns_ttl.grace_seconds);
+  }
   return p;
 }
 
