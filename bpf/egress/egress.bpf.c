@@ -8,6 +8,12 @@
  *
  * Order in every hook: decide, count, then try to record. A failed
  * ring-buffer reserve is counted per sandbox and never changes a verdict.
+ *
+ * DNS filter: in a sandbox whose phase filters DNS, every query to port 53
+ * (UDP or TCP, any address) is rewritten to go to the sandbox's filter
+ * target (sf_dns_targets); the original destination is kept on the socket
+ * (sf_dns_orig) so that recvmsg and getpeername show the client the server
+ * it asked, as socket-level load balancers do their reverse NAT.
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -66,6 +72,23 @@ struct {
 	__type(key, __u64);
 	__type(value, struct sf_counters);
 } sf_counters SEC(".maps");
+
+/* Where each sandbox's DNS queries go; no entry in a DNS-filtered phase
+ * means its queries are denied. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_SANDBOXES);
+	__type(key, __u64);
+	__type(value, struct sf_dns_target);
+} sf_dns_targets SEC(".maps");
+
+/* On a redirected socket: what it asked for, for the reply side. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sf_dns_orig);
+} sf_dns_orig SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -195,6 +218,11 @@ struct sf_walk {
 	__u64 id;
 	__u32 generation;
 	__u32 flags;
+	/* Levels with an id in ids[] (the task's or socket's depth). */
+	__u32 depth;
+	/* The deepest restricted sandbox (sf_find_judge), for DNS. */
+	__u64 judge_id;
+	struct sf_sandbox judge;
 };
 
 /* Socket creation: only raw sockets and non-TCP/UDP protocols are refused. */
@@ -247,6 +275,64 @@ static long sf_walk_level(__u32 level, void *ctx)
 	return dec.verdict == SF_VERDICT_DENY;
 }
 
+/* An allow by w->id, recorded or counted as its audit setting says. */
+static __always_inline void sf_record_allow(struct sf_walk *w, __u8 hook)
+{
+	struct sf_sandbox sb = { .generation = w->generation,
+				 .flags = w->flags };
+
+	if (sf_should_record_allow(w->id, &sb, &w->d)) {
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
+			  w->sock_type, true);
+	} else {
+		struct sf_counters *c = sf_counters_of(w->id);
+
+		/* Not an event and not a loss: records balance with this. */
+		if (c) {
+			__sync_fetch_and_add(&c->allowed, 1);
+			__sync_fetch_and_add(&c->allowed_unreported, 1);
+		}
+	}
+}
+
+/*
+ * The sandbox that judges DNS: the deepest restricted one in w->ids. Runs
+ * leaf first and stops there, so a task at its sandbox's level costs one
+ * lookup.
+ */
+static long sf_find_judge(__u32 i, void *ctx)
+{
+	struct sf_walk *w = ctx;
+	const struct sf_sandbox *sb;
+	__u32 level;
+	__u64 id;
+
+	if (i >= w->depth)
+		return 1;
+	level = w->depth - 1 - i;
+	if (level >= SF_MAX_CGROUP_DEPTH)
+		return 1;
+	id = w->ids[level];
+	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
+	if (!sb || !(sb->flags & SF_SB_RESTRICTED))
+		return 0;
+	w->judge = *sb;
+	w->judge_id = id;
+	return 1;
+}
+
+/* The judge's filter target, when its phase filters DNS (NULL: it does not,
+ * or there is no restricted sandbox; *filtered says which). */
+static __always_inline struct sf_dns_target *
+sf_dns_target_of(struct sf_walk *w, bool *filtered)
+{
+	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_find_judge, w, 0);
+	*filtered = w->judge_id && (w->judge.flags & SF_SB_DNS_FILTER);
+	if (!*filtered)
+		return NULL;
+	return bpf_map_lookup_elem(&sf_dns_targets, &w->judge_id);
+}
+
 /*
  * Judges w->d for every sandbox among w->ids and records the outcome. No
  * sandbox at all, in a hook attached only to sandboxes, means the socket
@@ -281,21 +367,7 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 	/* Socket creation that passes is not an event worth recording. */
 	if (w->sock_check)
 		return 1;
-	struct sf_sandbox sb = { .generation = w->generation,
-				 .flags = w->flags };
-
-	if (sf_should_record_allow(w->id, &sb, &w->d)) {
-		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
-			  w->sock_type, true);
-	} else {
-		struct sf_counters *c = sf_counters_of(w->id);
-
-		/* Not an event and not a loss: records balance with this. */
-		if (c) {
-			__sync_fetch_and_add(&c->allowed, 1);
-			__sync_fetch_and_add(&c->allowed_unreported, 1);
-		}
-	}
+	sf_record_allow(w, hook);
 	return 1;
 }
 
@@ -315,6 +387,7 @@ static __always_inline void sf_current_ancestors(struct sf_walk *w)
 		w->ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
 		if (!w->ids[level])
 			return;
+		w->depth = level + 1;
 	}
 	w->too_deep =
 		bpf_get_current_ancestor_cgroup_id(SF_MAX_CGROUP_DEPTH + 1) != 0;
@@ -323,6 +396,104 @@ static __always_inline void sf_current_ancestors(struct sf_walk *w)
 static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx)
 {
 	return sf_host_netns && bpf_get_netns_cookie(ctx) != sf_host_netns;
+}
+
+/*
+ * A DNS query (port 53) in a sandbox whose judging sandbox (the deepest
+ * restricted one) filters DNS: rewritten to that sandbox's filter target,
+ * and allowed by it alone. Its ancestors do not judge the query: it can
+ * reach only the filter, which answers for the judge's phase, and the
+ * connections its answers lead to are judged by every sandbox as usual.
+ * Returns -1 when DNS is not filtered here (the rules judge port 53).
+ */
+static __always_inline int sf_dns_redirect(struct bpf_sock_addr *ctx,
+					   struct sf_walk *w, __u8 hook)
+{
+	struct sf_dns_target *t;
+	struct sf_dns_orig *o;
+	bool filtered;
+
+	t = sf_dns_target_of(w, &filtered);
+	if (!filtered)
+		return -1;
+	w->found = 1;
+	w->id = w->judge_id;
+	w->generation = w->judge.generation;
+	w->flags = w->judge.flags;
+	w->ring = w->judge.ring;
+	if (!t) {
+		/* Fail closed: never pass a query by that was meant for a
+		 * filter that is not there. */
+		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_DNS_NO_TARGET,
+		       SF_NO_RULE);
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
+			  w->sock_type, true);
+		return 0;
+	}
+	if (hook == SF_HOOK_SENDMSG6) {
+		/* udpv6_sendmsg refuses (ENOTSUPP) a sendmsg6 rewrite to an
+		 * IPv4-mapped address, and the filter is IPv4: deny with a
+		 * reason instead of allowing what cannot be sent. (Mapped
+		 * destinations never get here: the kernel sends them through
+		 * sendmsg4. Connected sockets redirect through connect6.) */
+		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_DNS_UNREDIRECTABLE,
+		       SF_NO_RULE);
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
+			  w->sock_type, true);
+		return 0;
+	}
+	/* Remember the original for the reply side. Without the storage
+	 * (out of memory) the query still goes to the filter: the client
+	 * then sees the filter's address as the peer, never another server. */
+	o = bpf_sk_storage_get(&sf_dns_orig, ctx->sk, 0,
+			       BPF_SK_STORAGE_GET_F_CREATE);
+	if (o) {
+		o->family = hook == SF_HOOK_CONNECT6 ? AF_INET6 : AF_INET;
+		o->port = w->d.port;
+		o->target_addr = t->addr;
+		o->target_port = t->port;
+	}
+	if (hook == SF_HOOK_CONNECT6) {
+		if (o) {
+			o->addr[0] = ctx->user_ip6[0];
+			o->addr[1] = ctx->user_ip6[1];
+			o->addr[2] = ctx->user_ip6[2];
+			o->addr[3] = ctx->user_ip6[3];
+		}
+		/* ::ffff:a.b.c.d. An IPV6_V6ONLY socket cannot reach it and
+		 * its connect fails (ENETUNREACH): fail closed. */
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
+		ctx->user_ip6[3] = t->addr;
+	} else {
+		if (o)
+			o->addr[0] = ctx->user_ip4;
+		ctx->user_ip4 = t->addr;
+	}
+	ctx->user_port = bpf_htons(t->port);
+	sf_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_DNS_REDIRECT, SF_NO_RULE);
+	sf_record_allow(w, hook);
+	return 1;
+}
+
+/*
+ * Port 53 costs the DNS check (one leaf-first walk); every other port, and
+ * any address in the filters' range, goes straight to the rules.
+ */
+static __always_inline int sf_addr(struct bpf_sock_addr *ctx,
+				   struct sf_walk *w, __u8 hook)
+{
+	sf_current_ancestors(w);
+	if (w->d.port == SF_DNS_PORT && !w->too_deep &&
+	    (w->d.protocol == IPPROTO_TCP || w->d.protocol == IPPROTO_UDP) &&
+	    !sf_in_filter_range(&w->d)) {
+		int r = sf_dns_redirect(ctx, w, hook);
+
+		if (r >= 0)
+			return r;
+	}
+	return sf_judge(w, hook);
 }
 
 static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
@@ -338,8 +509,7 @@ static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 		.sock_type = ctx->type,
 	};
 
-	sf_current_ancestors(&w);
-	return sf_judge(&w, hook);
+	return sf_addr(ctx, &w, hook);
 }
 
 static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
@@ -356,8 +526,7 @@ static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 		       ctx->user_ip6[3] };
 
 	sf_dest_from6(&w.d, a);
-	sf_current_ancestors(&w);
-	return sf_judge(&w, hook);
+	return sf_addr(ctx, &w, hook);
 }
 
 SEC("cgroup/connect4")
@@ -430,10 +599,22 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		w->ids[level] = bpf_skb_ancestor_cgroup_id(skb, level + 1);
 		if (!w->ids[level])
 			break;
+		w->depth = level + 1;
 	}
 	if (w->ids[SF_MAX_CGROUP_DEPTH - 1])
 		w->too_deep = bpf_skb_ancestor_cgroup_id(
 				      skb, SF_MAX_CGROUP_DEPTH + 1) != 0;
+	/* Into the filters' range only a redirected query passes: to the
+	 * judging sandbox's own target, exactly. The rules deny the rest. */
+	if (sf_in_filter_range(&w->d) && !w->too_deep &&
+	    (w->d.protocol == IPPROTO_TCP || w->d.protocol == IPPROTO_UDP)) {
+		struct sf_dns_target *t;
+		bool filtered;
+
+		t = sf_dns_target_of(w, &filtered);
+		if (t && t->addr == w->d.addr[0] && t->port == w->d.port)
+			return 1;
+	}
 	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_walk_level, w, 0);
 	if (w->found && w->too_deep)
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
@@ -512,6 +693,89 @@ int sf_skb_egress(struct __sk_buff *skb)
 		return 1;
 	}
 	return sf_skb_judge(skb, &w, l4_off);
+}
+
+/*
+ * The reply side of the DNS redirect: where a redirected socket's peer (or
+ * a datagram's source) is the target it was sent to, the client sees the
+ * destination it asked for. A socket that sent to several port-53 servers
+ * without connecting sees the last one asked: every answer comes from the
+ * one filter. These hooks change no verdict and must return 1.
+ */
+static __always_inline struct sf_dns_orig *sf_orig_of(struct bpf_sock_addr *ctx)
+{
+	if (!ctx->sk)
+		return NULL;
+	return bpf_sk_storage_get(&sf_dns_orig, ctx->sk, 0, 0);
+}
+
+static __always_inline void sf_restore4(struct bpf_sock_addr *ctx)
+{
+	struct sf_dns_orig *o = sf_orig_of(ctx);
+
+	if (!o || ctx->user_ip4 != o->target_addr ||
+	    ctx->user_port != bpf_htons(o->target_port))
+		return;
+	if (o->family == AF_INET)
+		ctx->user_ip4 = o->addr[0];
+	else if (sf_is_v4_mapped(o->addr))
+		ctx->user_ip4 = o->addr[3];
+	else
+		return; /* an IPv6 original has no IPv4 form: leave it */
+	ctx->user_port = bpf_htons(o->port);
+}
+
+static __always_inline void sf_restore6(struct bpf_sock_addr *ctx)
+{
+	struct sf_dns_orig *o = sf_orig_of(ctx);
+
+	/* An IPv4 reply on a dual-stack socket shows as ::ffff:a.b.c.d. */
+	if (!o || ctx->user_ip6[0] != 0 || ctx->user_ip6[1] != 0 ||
+	    ctx->user_ip6[2] != bpf_htonl(0x0000ffff) ||
+	    ctx->user_ip6[3] != o->target_addr ||
+	    ctx->user_port != bpf_htons(o->target_port))
+		return;
+	if (o->family == AF_INET) {
+		/* Sent through sendmsg4 (a mapped destination): mapped back. */
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
+		ctx->user_ip6[3] = o->addr[0];
+	} else {
+		ctx->user_ip6[0] = o->addr[0];
+		ctx->user_ip6[1] = o->addr[1];
+		ctx->user_ip6[2] = o->addr[2];
+		ctx->user_ip6[3] = o->addr[3];
+	}
+	ctx->user_port = bpf_htons(o->port);
+}
+
+SEC("cgroup/recvmsg4")
+int sf_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	sf_restore4(ctx);
+	return 1;
+}
+
+SEC("cgroup/recvmsg6")
+int sf_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	sf_restore6(ctx);
+	return 1;
+}
+
+SEC("cgroup/getpeername4")
+int sf_getpeername4(struct bpf_sock_addr *ctx)
+{
+	sf_restore4(ctx);
+	return 1;
+}
+
+SEC("cgroup/getpeername6")
+int sf_getpeername6(struct bpf_sock_addr *ctx)
+{
+	sf_restore6(ctx);
+	return 1;
 }
 
 char LICENSE[] SEC("license") = "GPL";
