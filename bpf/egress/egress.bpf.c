@@ -218,8 +218,8 @@ struct sf_walk {
 	__u64 id;
 	__u32 generation;
 	__u32 flags;
-	/* Levels with an id in ids[] (the task's or socket's depth). */
-	__u32 depth;
+	/* Sandboxes among ids[] (sf_find_judge), each with its own links. */
+	__u32 nsandboxes;
 	/* The deepest restricted sandbox (sf_find_judge), for DNS. */
 	__u64 judge_id;
 	struct sf_sandbox judge;
@@ -296,29 +296,30 @@ static __always_inline void sf_record_allow(struct sf_walk *w, __u8 hook)
 }
 
 /*
- * The sandbox that judges DNS: the deepest restricted one in w->ids. Runs
- * leaf first and stops there, so a task at its sandbox's level costs one
- * lookup.
+ * The sandbox that judges DNS: the deepest restricted one in w->ids (the
+ * walk goes outermost first, so the last one found). Also counts the
+ * sandboxes: each has its links, so the hook runs once per sandbox.
  */
-static long sf_find_judge(__u32 i, void *ctx)
+static long sf_find_judge(__u32 level, void *ctx)
 {
 	struct sf_walk *w = ctx;
 	const struct sf_sandbox *sb;
-	__u32 level;
 	__u64 id;
 
-	if (i >= w->depth)
-		return 1;
-	level = w->depth - 1 - i;
 	if (level >= SF_MAX_CGROUP_DEPTH)
 		return 1;
 	id = w->ids[level];
+	if (!id)
+		return 1;
 	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
-	if (!sb || !(sb->flags & SF_SB_RESTRICTED))
+	if (!sb)
 		return 0;
-	w->judge = *sb;
-	w->judge_id = id;
-	return 1;
+	w->nsandboxes++;
+	if (sb->flags & SF_SB_RESTRICTED) {
+		w->judge = *sb;
+		w->judge_id = id;
+	}
+	return 0;
 }
 
 /* The judge's filter target, when its phase filters DNS (NULL: it does not,
@@ -387,7 +388,6 @@ static __always_inline void sf_current_ancestors(struct sf_walk *w)
 		w->ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
 		if (!w->ids[level])
 			return;
-		w->depth = level + 1;
 	}
 	w->too_deep =
 		bpf_get_current_ancestor_cgroup_id(SF_MAX_CGROUP_DEPTH + 1) != 0;
@@ -450,6 +450,9 @@ static __always_inline int sf_dns_redirect(struct bpf_sock_addr *ctx,
 	if (o) {
 		o->family = hook == SF_HOOK_CONNECT6 ? AF_INET6 : AF_INET;
 		o->port = w->d.port;
+		/* The other sandboxes' links run this hook again in this call
+		 * (sf_redirect_rerun); without the storage they deny it. */
+		o->reruns = w->nsandboxes > 1 ? w->nsandboxes - 1 : 0;
 		o->target_addr = t->addr;
 		o->target_port = t->port;
 	}
@@ -478,20 +481,54 @@ static __always_inline int sf_dns_redirect(struct bpf_sock_addr *ctx,
 }
 
 /*
- * Port 53 costs the DNS check (one leaf-first walk); every other port, and
- * any address in the filters' range, goes straight to the rules.
+ * A destination in the filters' range that a redirect itself produced:
+ * - a later run of the hook in the call that redirected (nested sandboxes:
+ *   one run per sandbox's link) sees the target the first run wrote; it
+ *   is let through and counted down;
+ * - a connected IPv6 socket's datagrams to its IPv4-mapped peer come back
+ *   through sendmsg4 with that peer as the destination (udpv6_sendmsg):
+ *   the target the socket was redirected to and connected to stays open.
+ * Neither is recorded again. Any other destination in the range is for
+ * the rules, which deny it.
+ */
+static __always_inline bool sf_redirect_rerun(struct bpf_sock_addr *ctx,
+					      const struct sf_dest *d)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct sf_dns_orig *o;
+
+	if (!sk)
+		return false;
+	o = bpf_sk_storage_get(&sf_dns_orig, sk, 0, 0);
+	if (!o || o->target_addr != d->addr[0] || o->target_port != d->port)
+		return false;
+	if (o->reruns) {
+		o->reruns--;
+		return true;
+	}
+	return sk->dst_ip4 == d->addr[0] &&
+	       sk->dst_port == bpf_htons(d->port);
+}
+
+/*
+ * Port 53 and the filters' range cost the DNS checks (one more walk);
+ * every other destination goes straight to the rules.
  */
 static __always_inline int sf_addr(struct bpf_sock_addr *ctx,
 				   struct sf_walk *w, __u8 hook)
 {
 	sf_current_ancestors(w);
-	if (w->d.port == SF_DNS_PORT && !w->too_deep &&
-	    (w->d.protocol == IPPROTO_TCP || w->d.protocol == IPPROTO_UDP) &&
-	    !sf_in_filter_range(&w->d)) {
-		int r = sf_dns_redirect(ctx, w, hook);
+	if (!w->too_deep &&
+	    (w->d.protocol == IPPROTO_TCP || w->d.protocol == IPPROTO_UDP)) {
+		if (sf_in_filter_range(&w->d)) {
+			if (sf_redirect_rerun(ctx, &w->d))
+				return 1;
+		} else if (w->d.port == SF_DNS_PORT) {
+			int r = sf_dns_redirect(ctx, w, hook);
 
-		if (r >= 0)
-			return r;
+			if (r >= 0)
+				return r;
+		}
 	}
 	return sf_judge(w, hook);
 }
@@ -599,7 +636,6 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		w->ids[level] = bpf_skb_ancestor_cgroup_id(skb, level + 1);
 		if (!w->ids[level])
 			break;
-		w->depth = level + 1;
 	}
 	if (w->ids[SF_MAX_CGROUP_DEPTH - 1])
 		w->too_deep = bpf_skb_ancestor_cgroup_id(

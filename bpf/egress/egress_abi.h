@@ -220,7 +220,12 @@ struct sf_dns_orig {
 	__u32 addr[4];     /* as the hook saw it: IPv4 in addr[0] */
 	__u16 port;        /* host order */
 	__u8 family;       /* AF_INET (connect4/sendmsg4) or AF_INET6 */
-	__u8 pad;
+	/*
+	 * Runs of the same hook still to come in the call that redirected:
+	 * a task in nested sandboxes runs the hook once per sandbox's link,
+	 * and the later runs see the target, not port 53.
+	 */
+	__u8 reruns;
 	__u32 target_addr; /* network order */
 	__u16 target_port; /* host order */
 	__u16 pad2;
