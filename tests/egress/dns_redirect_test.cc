@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "egress/net_event.h"
+#include "host/host_state.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
@@ -639,6 +640,62 @@ TEST_F(DnsRedirectTest, BadTargetsAndEntriesAreRefusedByName) {
   ASSERT_TRUE(controller_->RemoveSandbox(sb.id()).ok());
   EXPECT_TRUE(
       controller_->SetDnsTarget(other.id(), target("127.83.9.9", 5353)).ok());
+}
+
+// A sandbox pinned by a build before the DNS filter has no reply-side
+// links: adopting it attaches them (they judge nothing, so nothing ran
+// unenforced) instead of reporting it unenforced; its learned addresses
+// are found in the maps.
+TEST_F(DnsRedirectTest, AdoptionAttachesMissingReplySideHooksAndFindsLearned) {
+  const std::string root =
+      absl::StrCat("/sys/fs/bpf/sandfence-dnsk-", getpid());
+  auto host = HostState::Open({.pin_root = root});
+  ASSERT_TRUE(host.ok()) << host.status();
+  Target t = MakeTarget(13);
+  auto cg = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/adopt"));
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  {
+    auto first = EgressController::Create(host->get());
+    ASSERT_TRUE(first.ok()) << first.status();
+    auto gen = (*first)->AddSandbox(cg->fd(), cg->ref(), Filtered());
+    ASSERT_TRUE(gen.ok()) << gen.status();
+    ASSERT_TRUE((*first)->SetDnsTarget(cg->id(), t.host_port()).ok());
+    ASSERT_TRUE((*first)
+                    ->Learn(cg->id(), *gen,
+                            {{*IpAddress::Parse("127.0.0.2"),
+                              L4::kTcp,
+                              {{model_.port, model_.port, 0}},
+                              BootNowNs() + 600'000'000'000}})
+                    .ok());
+  }  // the process "dies": everything stays pinned
+  for (const char* hook : {"recvmsg4", "getpeername4"}) {
+    const std::string pin = absl::StrCat(root, "/links/", cg->id(), "/", hook);
+    ASSERT_EQ(unlink(pin.c_str()), 0) << pin << ": " << strerror(errno);
+  }
+  auto second = EgressController::Create(host->get());
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto adopted = (*second)->AdoptSandbox(cg->id());
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_TRUE(adopted->missing_hooks.empty()) << adopted->missing_hooks.front();
+  EXPECT_EQ(*(*second)->LearnedCount(cg->id()), 1u);
+
+  SpawnOptions o;
+  o.cgroup_fd = cg->fd();
+  o.argv = {NetProbePath(), "udp-connected-query", "127.0.0.53", "53"};
+  auto pid = SpawnInCgroup(o);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_TRUE(AnswerUdp(t.sockets.udp.get()));
+  EXPECT_EQ(Wait(*pid), 0) << "the reattached hooks did not restore the peer";
+  o.argv = {NetProbePath(), "tcp-connect", "127.0.0.2", Port(model_.port)};
+  EXPECT_EQ(Wait(*SpawnInCgroup(o)), 0) << "the learned address was lost";
+
+  // A phase switch by the adopter drops what its predecessor learned.
+  ASSERT_TRUE((*second)->SwitchPhase(cg->id(), Filtered()).ok());
+  EXPECT_EQ(Wait(*SpawnInCgroup(o)), EPERM);
+  ASSERT_TRUE((*second)->RemoveSandbox(cg->id()).ok());
+  second->reset();
+  host->reset();
+  EXPECT_TRUE(EgressController::RemovePins(root).ok());
 }
 
 }  // namespace
