@@ -7,9 +7,9 @@
 #include <bpf/libbpf.h>
 
 #include "common/bpf_handles.h"
-#include "egress/egress_abi.h"
 #include "egress/learned_entries.h"
 #include "egress/rule_entries.h"
+#include "egress/egress_abi.h"
 #include "sf_egress_harness.skel.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
@@ -69,9 +69,9 @@ class EgressVerdictTest : public ::testing::Test {
     in.family = ip->family();
     std::memcpy(in.addr, ip->bytes(), ip->is_v4() ? 4 : 16);
     LIBBPF_OPTS(bpf_test_run_opts, opts);
-    ASSERT_EQ(
-        bpf_prog_test_run_opts(bpf_program__fd(skel_->progs.sf_harness), &opts),
-        0);
+    ASSERT_EQ(bpf_prog_test_run_opts(
+                  bpf_program__fd(skel_->progs.sf_harness), &opts),
+              0);
     const auto& out = skel_->bss->sf_out;
     EXPECT_EQ(out.verdict, q.verdict) << q.name;
     EXPECT_EQ(out.reason, q.reason) << q.name;
@@ -86,34 +86,34 @@ constexpr uint8_t kTcp = IPPROTO_TCP, kUdp = IPPROTO_UDP;
 constexpr uint8_t A = SF_VERDICT_ALLOW, D = SF_VERDICT_DENY;
 
 TEST_F(EgressVerdictTest, Table) {
-  Program(
-      Phase(v1::MODEL_AND_TOOLS, {TcpRule("10.1.2.3", 8000),              // 0
-                                  TcpRule("10.0.0.0/8", 443),             // 1
-                                  TcpRule("10.9.9.9", 9000, 9010),        // 2
-                                  UdpRule("192.0.2.53", 53),              // 3
-                                  TcpRule("2001:db8::1", 443),            // 4
-                                  TcpRule("2001:db8:1::/48", 80, 81)}));  // 5
+  Program(Phase(v1::MODEL_AND_TOOLS,
+                {TcpRule("10.1.2.3", 8000),              // 0
+                 TcpRule("10.0.0.0/8", 443),             // 1
+                 TcpRule("10.9.9.9", 9000, 9010),        // 2
+                 UdpRule("192.0.2.53", 53),              // 3
+                 TcpRule("2001:db8::1", 443),            // 4
+                 TcpRule("2001:db8:1::/48", 80, 81)}));  // 5
   const Query table[] = {
-      {"exact host and port", "10.1.2.3", kTcp, 8000, false, A, SF_REASON_RULE,
-       0},
+      {"exact host and port", "10.1.2.3", kTcp, 8000, false, A,
+       SF_REASON_RULE, 0},
       {"exact host, other port", "10.1.2.3", kTcp, 8001, false, D,
        SF_REASON_NO_RULE, SF_NO_RULE},
       {"exact host, UDP instead of TCP", "10.1.2.3", kUdp, 8000, false, D,
        SF_REASON_NO_RULE, SF_NO_RULE},
       {"host inside an allowed CIDR", "10.200.0.1", kTcp, 443, false, A,
        SF_REASON_RULE, 1},
-      {"exact host also gets its CIDR's port", "10.1.2.3", kTcp, 443, false, A,
-       SF_REASON_RULE, 1},
-      {"port range, low end", "10.9.9.9", kTcp, 9000, false, A, SF_REASON_RULE,
-       2},
-      {"port range, high end", "10.9.9.9", kTcp, 9010, false, A, SF_REASON_RULE,
-       2},
+      {"exact host also gets its CIDR's port", "10.1.2.3", kTcp, 443, false,
+       A, SF_REASON_RULE, 1},
+      {"port range, low end", "10.9.9.9", kTcp, 9000, false, A,
+       SF_REASON_RULE, 2},
+      {"port range, high end", "10.9.9.9", kTcp, 9010, false, A,
+       SF_REASON_RULE, 2},
       {"port range, one past", "10.9.9.9", kTcp, 9011, false, D,
        SF_REASON_NO_RULE, SF_NO_RULE},
       {"range host still gets the covering /8 port", "10.9.9.9", kTcp, 443,
        false, A, SF_REASON_RULE, 1},
-      {"outside every CIDR", "11.0.0.1", kTcp, 443, false, D, SF_REASON_NO_RULE,
-       SF_NO_RULE},
+      {"outside every CIDR", "11.0.0.1", kTcp, 443, false, D,
+       SF_REASON_NO_RULE, SF_NO_RULE},
       {"UDP DNS rule", "192.0.2.53", kUdp, 53, false, A, SF_REASON_RULE, 3},
       {"IPv4-mapped IPv6 to an allowed IPv4", "::ffff:10.1.2.3", kTcp, 8000,
        false, A, SF_REASON_RULE, 0},
@@ -122,8 +122,8 @@ TEST_F(EgressVerdictTest, Table) {
       {"IPv6 exact", "2001:db8::1", kTcp, 443, false, A, SF_REASON_RULE, 4},
       {"IPv6 exact, other port", "2001:db8::1", kTcp, 80, false, D,
        SF_REASON_NO_RULE, SF_NO_RULE},
-      {"IPv6 CIDR range", "2001:db8:1:2::3", kTcp, 81, false, A, SF_REASON_RULE,
-       5},
+      {"IPv6 CIDR range", "2001:db8:1:2::3", kTcp, 81, false, A,
+       SF_REASON_RULE, 5},
       {"IPv6 outside the CIDR", "2001:db8:2::3", kTcp, 81, false, D,
        SF_REASON_NO_RULE, SF_NO_RULE},
       {"ICMP is never allowed in a restricted sandbox", "10.1.2.3",
@@ -136,16 +136,16 @@ TEST_F(EgressVerdictTest, Table) {
        SF_REASON_OWN_LOOPBACK, SF_NO_RULE},
       {"own netns, 0.0.0.0 is the local host", "0.0.0.0", kTcp, 80, true, A,
        SF_REASON_OWN_LOOPBACK, SF_NO_RULE},
-      {"own netns, other hosts still need rules", "11.0.0.1", kTcp, 443, true,
-       D, SF_REASON_NO_RULE, SF_NO_RULE},
+      {"own netns, other hosts still need rules", "11.0.0.1", kTcp, 443,
+       true, D, SF_REASON_NO_RULE, SF_NO_RULE},
   };
   for (const Query& q : table) Check(q);
 }
 
 TEST_F(EgressVerdictTest, AnotherGenerationsRulesNeverApply) {
   Program(Phase(v1::MODEL_ONLY, {TcpRule("10.1.2.3", 8000)}));
-  Check({"rules of generation 5 seen from 6", "10.1.2.3", kTcp, 8000, false, D,
-         SF_REASON_NO_RULE, SF_NO_RULE},
+  Check({"rules of generation 5 seen from 6", "10.1.2.3", kTcp, 8000, false,
+         D, SF_REASON_NO_RULE, SF_NO_RULE},
         kGen + 1);
 }
 
@@ -159,8 +159,8 @@ TEST_F(EgressVerdictTest, InheritAllowsEverything) {
 
 TEST_F(EgressVerdictTest, DenyAllWithNoRules) {
   Program(Phase(v1::MODEL_ONLY, {}));
-  Check({"no rules at all", "10.1.2.3", kTcp, 8000, false, D, SF_REASON_NO_RULE,
-         SF_NO_RULE});
+  Check({"no rules at all", "10.1.2.3", kTcp, 8000, false, D,
+         SF_REASON_NO_RULE, SF_NO_RULE});
 }
 
 TEST_F(EgressVerdictTest, RulesOnlyLoopbackInOwnNetns) {
