@@ -8,6 +8,12 @@
  *
  * Order in every hook: decide, count, then try to record. A failed
  * ring-buffer reserve is counted per sandbox and never changes a verdict.
+ *
+ * DNS filter: in a sandbox whose phase filters DNS, every query to port 53
+ * (UDP or TCP, any address) is rewritten to go to the sandbox's filter
+ * target (sf_dns_targets); the original destination is kept on the socket
+ * (sf_dns_orig) so that recvmsg and getpeername show the client the server
+ * it asked, as socket-level load balancers do their reverse NAT.
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -66,6 +72,23 @@ struct {
 	__type(key, __u64);
 	__type(value, struct sf_counters);
 } sf_counters SEC(".maps");
+
+/* Where each sandbox's DNS queries go; no entry in a DNS-filtered phase
+ * means its queries are denied. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_SANDBOXES);
+	__type(key, __u64);
+	__type(value, struct sf_dns_target);
+} sf_dns_targets SEC(".maps");
+
+/* On a redirected socket: what it asked for, for the reply side. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sf_dns_orig);
+} sf_dns_orig SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -195,6 +218,11 @@ struct sf_walk {
 	__u64 id;
 	__u32 generation;
 	__u32 flags;
+	/* Sandboxes among ids[] (sf_find_judge), each with its own links. */
+	__u32 nsandboxes;
+	/* The deepest restricted sandbox (sf_find_judge), for DNS. */
+	__u64 judge_id;
+	struct sf_sandbox judge;
 };
 
 /* Socket creation: only raw sockets and non-TCP/UDP protocols are refused. */
@@ -247,6 +275,65 @@ static long sf_walk_level(__u32 level, void *ctx)
 	return dec.verdict == SF_VERDICT_DENY;
 }
 
+/* An allow by w->id, recorded or counted as its audit setting says. */
+static __always_inline void sf_record_allow(struct sf_walk *w, __u8 hook)
+{
+	struct sf_sandbox sb = { .generation = w->generation,
+				 .flags = w->flags };
+
+	if (sf_should_record_allow(w->id, &sb, &w->d)) {
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
+			  w->sock_type, true);
+	} else {
+		struct sf_counters *c = sf_counters_of(w->id);
+
+		/* Not an event and not a loss: records balance with this. */
+		if (c) {
+			__sync_fetch_and_add(&c->allowed, 1);
+			__sync_fetch_and_add(&c->allowed_unreported, 1);
+		}
+	}
+}
+
+/*
+ * The sandbox that judges DNS: the deepest restricted one in w->ids (the
+ * walk goes outermost first, so the last one found). Also counts the
+ * sandboxes: each has its links, so the hook runs once per sandbox.
+ */
+static long sf_find_judge(__u32 level, void *ctx)
+{
+	struct sf_walk *w = ctx;
+	const struct sf_sandbox *sb;
+	__u64 id;
+
+	if (level >= SF_MAX_CGROUP_DEPTH)
+		return 1;
+	id = w->ids[level];
+	if (!id)
+		return 1;
+	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
+	if (!sb)
+		return 0;
+	w->nsandboxes++;
+	if (sb->flags & SF_SB_RESTRICTED) {
+		w->judge = *sb;
+		w->judge_id = id;
+	}
+	return 0;
+}
+
+/* The judge's filter target, when its phase filters DNS (NULL: it does not,
+ * or there is no restricted sandbox; *filtered says which). */
+static __always_inline struct sf_dns_target *
+sf_dns_target_of(struct sf_walk *w, bool *filtered)
+{
+	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_find_judge, w, 0);
+	*filtered = w->judge_id && (w->judge.flags & SF_SB_DNS_FILTER);
+	if (!*filtered)
+		return NULL;
+	return bpf_map_lookup_elem(&sf_dns_targets, &w->judge_id);
+}
+
 /*
  * Judges w->d for every sandbox among w->ids and records the outcome. No
  * sandbox at all, in a hook attached only to sandboxes, means the socket
@@ -281,21 +368,7 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 	/* Socket creation that passes is not an event worth recording. */
 	if (w->sock_check)
 		return 1;
-	struct sf_sandbox sb = { .generation = w->generation,
-				 .flags = w->flags };
-
-	if (sf_should_record_allow(w->id, &sb, &w->d)) {
-		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
-			  w->sock_type, true);
-	} else {
-		struct sf_counters *c = sf_counters_of(w->id);
-
-		/* Not an event and not a loss: records balance with this. */
-		if (c) {
-			__sync_fetch_and_add(&c->allowed, 1);
-			__sync_fetch_and_add(&c->allowed_unreported, 1);
-		}
-	}
+	sf_record_allow(w, hook);
 	return 1;
 }
 
@@ -325,6 +398,141 @@ static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx)
 	return sf_host_netns && bpf_get_netns_cookie(ctx) != sf_host_netns;
 }
 
+/*
+ * A DNS query (port 53) in a sandbox whose judging sandbox (the deepest
+ * restricted one) filters DNS: rewritten to that sandbox's filter target,
+ * and allowed by it alone. Its ancestors do not judge the query: it can
+ * reach only the filter, which answers for the judge's phase, and the
+ * connections its answers lead to are judged by every sandbox as usual.
+ * Returns -1 when DNS is not filtered here (the rules judge port 53).
+ */
+static __always_inline int sf_dns_redirect(struct bpf_sock_addr *ctx,
+					   struct sf_walk *w, __u8 hook)
+{
+	struct sf_dns_target *t;
+	struct sf_dns_orig *o;
+	bool filtered;
+
+	t = sf_dns_target_of(w, &filtered);
+	if (!filtered)
+		return -1;
+	w->found = 1;
+	w->id = w->judge_id;
+	w->generation = w->judge.generation;
+	w->flags = w->judge.flags;
+	w->ring = w->judge.ring;
+	if (!t) {
+		/* Fail closed: never pass a query by that was meant for a
+		 * filter that is not there. */
+		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_DNS_NO_TARGET,
+		       SF_NO_RULE);
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
+			  w->sock_type, true);
+		return 0;
+	}
+	if (hook == SF_HOOK_SENDMSG6) {
+		/* udpv6_sendmsg refuses (ENOTSUPP) a sendmsg6 rewrite to an
+		 * IPv4-mapped address, and the filter is IPv4: deny with a
+		 * reason instead of allowing what cannot be sent. (Mapped
+		 * destinations never get here: the kernel sends them through
+		 * sendmsg4. Connected sockets redirect through connect6.) */
+		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_DNS_UNREDIRECTABLE,
+		       SF_NO_RULE);
+		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring, hook,
+			  w->sock_type, true);
+		return 0;
+	}
+	/* Remember the original for the reply side. Without the storage
+	 * (out of memory) the query still goes to the filter: the client
+	 * then sees the filter's address as the peer, never another server. */
+	o = bpf_sk_storage_get(&sf_dns_orig, ctx->sk, 0,
+			       BPF_SK_STORAGE_GET_F_CREATE);
+	if (o) {
+		o->family = hook == SF_HOOK_CONNECT6 ? AF_INET6 : AF_INET;
+		o->port = w->d.port;
+		/* The other sandboxes' links run this hook again in this call
+		 * (sf_redirect_rerun); without the storage they deny it. */
+		o->reruns = w->nsandboxes > 1 ? w->nsandboxes - 1 : 0;
+		o->target_addr = t->addr;
+		o->target_port = t->port;
+	}
+	if (hook == SF_HOOK_CONNECT6) {
+		if (o) {
+			o->addr[0] = ctx->user_ip6[0];
+			o->addr[1] = ctx->user_ip6[1];
+			o->addr[2] = ctx->user_ip6[2];
+			o->addr[3] = ctx->user_ip6[3];
+		}
+		/* ::ffff:a.b.c.d. An IPV6_V6ONLY socket cannot reach it and
+		 * its connect fails (ENETUNREACH): fail closed. */
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
+		ctx->user_ip6[3] = t->addr;
+	} else {
+		if (o)
+			o->addr[0] = ctx->user_ip4;
+		ctx->user_ip4 = t->addr;
+	}
+	ctx->user_port = bpf_htons(t->port);
+	sf_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_DNS_REDIRECT, SF_NO_RULE);
+	sf_record_allow(w, hook);
+	return 1;
+}
+
+/*
+ * A destination in the filters' range that a redirect itself produced:
+ * - a later run of the hook in the call that redirected (nested sandboxes:
+ *   one run per sandbox's link) sees the target the first run wrote; it
+ *   is let through and counted down;
+ * - a connected IPv6 socket's datagrams to its IPv4-mapped peer come back
+ *   through sendmsg4 with that peer as the destination (udpv6_sendmsg):
+ *   the target the socket was redirected to and connected to stays open.
+ * Neither is recorded again. Any other destination in the range is for
+ * the rules, which deny it.
+ */
+static __always_inline bool sf_redirect_rerun(struct bpf_sock_addr *ctx,
+					      const struct sf_dest *d)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct sf_dns_orig *o;
+
+	if (!sk)
+		return false;
+	o = bpf_sk_storage_get(&sf_dns_orig, sk, 0, 0);
+	if (!o || o->target_addr != d->addr[0] || o->target_port != d->port)
+		return false;
+	if (o->reruns) {
+		o->reruns--;
+		return true;
+	}
+	return sk->dst_ip4 == d->addr[0] &&
+	       sk->dst_port == bpf_htons(d->port);
+}
+
+/*
+ * Port 53 and the filters' range cost the DNS checks (one more walk);
+ * every other destination goes straight to the rules.
+ */
+static __always_inline int sf_addr(struct bpf_sock_addr *ctx,
+				   struct sf_walk *w, __u8 hook)
+{
+	sf_current_ancestors(w);
+	if (!w->too_deep &&
+	    (w->d.protocol == IPPROTO_TCP || w->d.protocol == IPPROTO_UDP)) {
+		if (sf_in_filter_range(&w->d)) {
+			if (sf_redirect_rerun(ctx, &w->d))
+				return 1;
+		} else if (w->d.port == SF_DNS_PORT) {
+			int r = sf_dns_redirect(ctx, w, hook);
+
+			if (r >= 0)
+				return r;
+		}
+	}
+	return sf_judge(w, hook);
+}
+
 static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 {
 	struct sf_walk w = {
@@ -338,8 +546,7 @@ static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 		.sock_type = ctx->type,
 	};
 
-	sf_current_ancestors(&w);
-	return sf_judge(&w, hook);
+	return sf_addr(ctx, &w, hook);
 }
 
 static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
@@ -356,8 +563,7 @@ static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 		       ctx->user_ip6[3] };
 
 	sf_dest_from6(&w.d, a);
-	sf_current_ancestors(&w);
-	return sf_judge(&w, hook);
+	return sf_addr(ctx, &w, hook);
 }
 
 SEC("cgroup/connect4")
@@ -434,6 +640,17 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 	if (w->ids[SF_MAX_CGROUP_DEPTH - 1])
 		w->too_deep = bpf_skb_ancestor_cgroup_id(
 				      skb, SF_MAX_CGROUP_DEPTH + 1) != 0;
+	/* Into the filters' range only a redirected query passes: to the
+	 * judging sandbox's own target, exactly. The rules deny the rest. */
+	if (sf_in_filter_range(&w->d) && !w->too_deep &&
+	    (w->d.protocol == IPPROTO_TCP || w->d.protocol == IPPROTO_UDP)) {
+		struct sf_dns_target *t;
+		bool filtered;
+
+		t = sf_dns_target_of(w, &filtered);
+		if (t && t->addr == w->d.addr[0] && t->port == w->d.port)
+			return 1;
+	}
 	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_walk_level, w, 0);
 	if (w->found && w->too_deep)
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
@@ -512,6 +729,89 @@ int sf_skb_egress(struct __sk_buff *skb)
 		return 1;
 	}
 	return sf_skb_judge(skb, &w, l4_off);
+}
+
+/*
+ * The reply side of the DNS redirect: where a redirected socket's peer (or
+ * a datagram's source) is the target it was sent to, the client sees the
+ * destination it asked for. A socket that sent to several port-53 servers
+ * without connecting sees the last one asked: every answer comes from the
+ * one filter. These hooks change no verdict and must return 1.
+ */
+static __always_inline struct sf_dns_orig *sf_orig_of(struct bpf_sock_addr *ctx)
+{
+	if (!ctx->sk)
+		return NULL;
+	return bpf_sk_storage_get(&sf_dns_orig, ctx->sk, 0, 0);
+}
+
+static __always_inline void sf_restore4(struct bpf_sock_addr *ctx)
+{
+	struct sf_dns_orig *o = sf_orig_of(ctx);
+
+	if (!o || ctx->user_ip4 != o->target_addr ||
+	    ctx->user_port != bpf_htons(o->target_port))
+		return;
+	if (o->family == AF_INET)
+		ctx->user_ip4 = o->addr[0];
+	else if (sf_is_v4_mapped(o->addr))
+		ctx->user_ip4 = o->addr[3];
+	else
+		return; /* an IPv6 original has no IPv4 form: leave it */
+	ctx->user_port = bpf_htons(o->port);
+}
+
+static __always_inline void sf_restore6(struct bpf_sock_addr *ctx)
+{
+	struct sf_dns_orig *o = sf_orig_of(ctx);
+
+	/* An IPv4 reply on a dual-stack socket shows as ::ffff:a.b.c.d. */
+	if (!o || ctx->user_ip6[0] != 0 || ctx->user_ip6[1] != 0 ||
+	    ctx->user_ip6[2] != bpf_htonl(0x0000ffff) ||
+	    ctx->user_ip6[3] != o->target_addr ||
+	    ctx->user_port != bpf_htons(o->target_port))
+		return;
+	if (o->family == AF_INET) {
+		/* Sent through sendmsg4 (a mapped destination): mapped back. */
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
+		ctx->user_ip6[3] = o->addr[0];
+	} else {
+		ctx->user_ip6[0] = o->addr[0];
+		ctx->user_ip6[1] = o->addr[1];
+		ctx->user_ip6[2] = o->addr[2];
+		ctx->user_ip6[3] = o->addr[3];
+	}
+	ctx->user_port = bpf_htons(o->port);
+}
+
+SEC("cgroup/recvmsg4")
+int sf_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	sf_restore4(ctx);
+	return 1;
+}
+
+SEC("cgroup/recvmsg6")
+int sf_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	sf_restore6(ctx);
+	return 1;
+}
+
+SEC("cgroup/getpeername4")
+int sf_getpeername4(struct bpf_sock_addr *ctx)
+{
+	sf_restore4(ctx);
+	return 1;
+}
+
+SEC("cgroup/getpeername6")
+int sf_getpeername6(struct bpf_sock_addr *ctx)
+{
+	sf_restore6(ctx);
+	return 1;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -38,12 +38,34 @@
 #define SF_MAX_EXACT_RULES (1u << 20)
 #define SF_MAX_CIDR_RULES (1u << 18)
 #define SF_SEEN_ENTRIES 65536
+/*
+ * Addresses the DNS filter learned, per family: 2^18 entries (~100 bytes of
+ * key and value each, allocated on use) serve, e.g., 256 sandboxes that each
+ * keep a thousand live names' addresses; CollectExpired() frees them.
+ */
+#define SF_MAX_LEARNED (1u << 18)
+
+/*
+ * Every sandbox's DNS filter target (sf_dns_targets) lies in this reserved
+ * IPv4 /16 inside loopback: 127.83.0.0/16 (host order here; "S" is 83). A
+ * restricted sandbox can reach no address in it directly, so none can reach
+ * another sandbox's filter and be taken for that sandbox.
+ */
+#define SF_DNS_FILTER_NET 0x7f530000u
+#define SF_DNS_FILTER_PREFIX 16
+#define SF_DNS_FILTER_MASK 0xffff0000u
+/* The port the sock_addr hooks send to the filter (UDP and TCP). */
+#define SF_DNS_PORT 53
 
 /* sf_sandbox.flags */
 #define SF_SB_RESTRICTED (1u << 0)   /* the allowlist applies */
 #define SF_SB_OWN_LOOPBACK (1u << 1) /* a private netns may use its loopback */
 #define SF_SB_AUDIT_ALLOW_ALL (1u << 2)   /* an event for every allow */
 #define SF_SB_AUDIT_ALLOW_FIRST (1u << 3) /* ...for the first per destination */
+/* The phase's DNS is filtered: port 53 goes to the sandbox's filter target,
+ * and the addresses it learned (sf_learned4/6) open their grants. Only
+ * together with SF_SB_RESTRICTED. */
+#define SF_SB_DNS_FILTER (1u << 4)
 
 /*
  * Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). The map
@@ -144,6 +166,72 @@ struct sf_cidr_value {
 SF_STATIC_ASSERT(sizeof(struct sf_cidr_value) == 8 + 8 * SF_MAX_PORT_RANGES,
 		 "sf_cidr_value layout");
 
+/*
+ * Value of sf_dns_targets, keyed by the sandbox cgroup's id (__u64): where
+ * its DNS queries go. Per sandbox, not per phase: a phase switch keeps it.
+ */
+struct sf_dns_target {
+	__u32 addr; /* IPv4, network order, inside SF_DNS_FILTER_NET */
+	__u16 port; /* host order */
+	__u16 pad;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_dns_target) == 8, "sf_dns_target layout");
+
+/*
+ * sf_learned4/6: an address the DNS filter let a sandbox resolve, valid in
+ * one generation (a phase switch drops them with the rules) until it
+ * expires. Like the exact keys but without the port: the value holds the
+ * ports of the grants the name opened.
+ */
+struct sf_learned4_key {
+	__u32 generation;
+	__u8 protocol;
+	__u8 pad[3];
+	__u32 addr;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_learned4_key) == 12,
+		 "sf_learned4_key layout");
+
+struct sf_learned6_key {
+	__u32 generation;
+	__u8 protocol;
+	__u8 pad[3];
+	__u8 addr[16];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_learned6_key) == 24,
+		 "sf_learned6_key layout");
+
+struct sf_learned_value {
+	/* CLOCK_BOOTTIME (bpf_ktime_get_boot_ns): judged absent from then on */
+	__u64 expires_ns;
+	__u32 nranges;
+	__u32 pad;
+	struct sf_port_range ranges[SF_MAX_PORT_RANGES];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_learned_value) == 16 + 8 * SF_MAX_PORT_RANGES,
+		 "sf_learned_value layout");
+
+/*
+ * Per socket (sk storage sf_dns_orig): the destination a redirected socket
+ * asked for and the target it was sent to instead, so that recvmsg and
+ * getpeername show the client the server it expects.
+ */
+struct sf_dns_orig {
+	__u32 addr[4];     /* as the hook saw it: IPv4 in addr[0] */
+	__u16 port;        /* host order */
+	__u8 family;       /* AF_INET (connect4/sendmsg4) or AF_INET6 */
+	/*
+	 * Runs of the same hook still to come in the call that redirected:
+	 * a task in nested sandboxes runs the hook once per sandbox's link,
+	 * and the later runs see the target, not port 53.
+	 */
+	__u8 reruns;
+	__u32 target_addr; /* network order */
+	__u16 target_port; /* host order */
+	__u16 pad2;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_dns_orig) == 28, "sf_dns_orig layout");
+
 /* Key of sf_seen: allowed destinations already reported (FIRST mode). */
 struct sf_seen_key {
 	__u64 sandbox;
@@ -184,6 +272,17 @@ enum sf_reason {
 	SF_REASON_PROTOCOL = 7,      /* not TCP or UDP in a restricted sandbox */
 	/* the task sits deeper than SF_MAX_CGROUP_DEPTH: not judged whole */
 	SF_REASON_TOO_DEEP = 8,
+	/* allowed: a DNS query sent to the sandbox's DNS filter instead */
+	SF_REASON_DNS_REDIRECT = 9,
+	/* allowed: an address the DNS filter learned (rule_id: its grant) */
+	SF_REASON_LEARNED = 10,
+	/* denied: an address in SF_DNS_FILTER_NET (the filters' range) */
+	SF_REASON_DNS_FILTER_RANGE = 11,
+	/* denied: DNS is filtered but the sandbox has no filter target */
+	SF_REASON_DNS_NO_TARGET = 12,
+	/* denied: an unconnected IPv6 datagram to port 53 cannot be sent to
+	 * the (IPv4) filter: the kernel refuses a mapped rewrite in sendmsg6 */
+	SF_REASON_DNS_UNREDIRECTABLE = 13,
 };
 
 struct sf_net_event {

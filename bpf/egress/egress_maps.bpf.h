@@ -53,4 +53,24 @@ struct {
 	__type(value, struct sf_cidr_value);
 } sf_cidr6 SEC(".maps");
 
+/*
+ * Learned addresses. Not preallocated: an update replaces the element, so
+ * a reader sees the old ranges and expiry or the new ones, never a mix.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_LEARNED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sf_learned4_key);
+	__type(value, struct sf_learned_value);
+} sf_learned4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_LEARNED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sf_learned6_key);
+	__type(value, struct sf_learned_value);
+} sf_learned6 SEC(".maps");
+
 #endif /* SANDFENCE_BPF_EGRESS_MAPS_BPF_H */

@@ -74,20 +74,26 @@ static __always_inline void sf_set(struct sf_decision *out, __u8 verdict,
 	out->rule_id = rule_id;
 }
 
-static __always_inline bool sf_match_ranges(const struct sf_cidr_value *v,
-					    __u16 port, __u32 *rule_id)
+static __always_inline bool sf_match_ranges(const struct sf_port_range *r,
+					    __u32 n, __u16 port,
+					    __u32 *rule_id)
 {
-	__u32 n = v->nranges;
-
 	for (int i = 0; i < SF_MAX_PORT_RANGES; i++) {
 		if (i >= n)
 			break;
-		if (port >= v->ranges[i].first && port <= v->ranges[i].last) {
-			*rule_id = v->ranges[i].rule_id;
+		if (port >= r[i].first && port <= r[i].last) {
+			*rule_id = r[i].rule_id;
 			return true;
 		}
 	}
 	return false;
+}
+
+/* An IPv4 destination in the DNS filters' reserved range. */
+static __always_inline bool sf_in_filter_range(const struct sf_dest *d)
+{
+	return d->family == AF_INET &&
+	       (bpf_ntohl(d->addr[0]) & SF_DNS_FILTER_MASK) == SF_DNS_FILTER_NET;
 }
 
 static __always_inline bool sf_lookup_rules(__u32 gen, const struct sf_dest *d,
@@ -116,7 +122,7 @@ static __always_inline bool sf_lookup_rules(__u32 gen, const struct sf_dest *d,
 			return true;
 		}
 		v = bpf_map_lookup_elem(&sf_cidr4, &ck);
-		return v && sf_match_ranges(v, d->port, rule_id);
+		return v && sf_match_ranges(v->ranges, v->nranges, d->port, rule_id);
 	}
 
 	struct sf_exact6_key ek = {
@@ -138,7 +144,40 @@ static __always_inline bool sf_lookup_rules(__u32 gen, const struct sf_dest *d,
 		return true;
 	}
 	v = bpf_map_lookup_elem(&sf_cidr6, &ck);
-	return v && sf_match_ranges(v, d->port, rule_id);
+	return v && sf_match_ranges(v->ranges, v->nranges, d->port, rule_id);
+}
+
+/*
+ * An address the DNS filter learned for this generation, unexpired, with a
+ * grant on the port. Expiry is checked here, so an entry the controller has
+ * not collected yet judges as absent.
+ */
+static __always_inline bool sf_lookup_learned(__u32 gen,
+					      const struct sf_dest *d,
+					      __u32 *rule_id)
+{
+	struct sf_learned_value *v;
+
+	if (d->family == AF_INET) {
+		struct sf_learned4_key k = {
+			.generation = gen,
+			.protocol = d->protocol,
+			.addr = d->addr[0],
+		};
+
+		v = bpf_map_lookup_elem(&sf_learned4, &k);
+	} else {
+		struct sf_learned6_key k = {
+			.generation = gen,
+			.protocol = d->protocol,
+		};
+
+		__builtin_memcpy(k.addr, d->addr, 16);
+		v = bpf_map_lookup_elem(&sf_learned6, &k);
+	}
+	if (!v || v->expires_ns <= bpf_ktime_get_boot_ns())
+		return false;
+	return sf_match_ranges(v->ranges, v->nranges, d->port, rule_id);
 }
 
 /*
@@ -159,12 +198,27 @@ static __always_inline void sf_decide(const struct sf_sandbox *sb,
 		sf_set(out, SF_VERDICT_DENY, SF_REASON_PROTOCOL, SF_NO_RULE);
 		return;
 	}
+	/* Before any rule or loopback freedom: a policy that allows 127/8
+	 * must not open another sandbox's filter (the redirect to the own
+	 * filter is decided before this, in the hooks). */
+	if (sf_in_filter_range(d)) {
+		sf_set(out, SF_VERDICT_DENY, SF_REASON_DNS_FILTER_RANGE,
+		       SF_NO_RULE);
+		return;
+	}
 	if (own_netns && (sb->flags & SF_SB_OWN_LOOPBACK) && sf_is_local(d)) {
 		sf_set(out, SF_VERDICT_ALLOW, SF_REASON_OWN_LOOPBACK, SF_NO_RULE);
 		return;
 	}
 	if (sf_lookup_rules(sb->generation, d, &rule_id)) {
 		sf_set(out, SF_VERDICT_ALLOW, SF_REASON_RULE, rule_id);
+		return;
+	}
+	/* Only DNS-filtered phases have learned addresses: no lookup for
+	 * the others. */
+	if ((sb->flags & SF_SB_DNS_FILTER) &&
+	    sf_lookup_learned(sb->generation, d, &rule_id)) {
+		sf_set(out, SF_VERDICT_ALLOW, SF_REASON_LEARNED, rule_id);
 		return;
 	}
 	sf_set(out, SF_VERDICT_DENY, SF_REASON_NO_RULE, SF_NO_RULE);

@@ -7,6 +7,7 @@
 #include <bpf/libbpf.h>
 
 #include "common/bpf_handles.h"
+#include "egress/learned_entries.h"
 #include "egress/rule_entries.h"
 #include "egress/egress_abi.h"
 #include "sf_egress_harness.skel.h"
@@ -169,6 +170,74 @@ TEST_F(EgressVerdictTest, RulesOnlyLoopbackInOwnNetns) {
          SF_REASON_NO_RULE, SF_NO_RULE});
   Check({"own netns, rules only, rule", "127.0.0.1", kTcp, 8000, true, A,
          SF_REASON_RULE, 0});
+}
+
+// The filters' range is closed before any rule or loopback freedom: a
+// policy that allows all of loopback, or a private netns's own loopback,
+// does not open it.
+TEST_F(EgressVerdictTest, TheDnsFilterRangeIsClosedWhateverTheRules) {
+  Program(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.0/8", 1, 65535)}));
+  Check({"a rule for all of loopback", "127.83.0.1", kTcp, 5353, false, D,
+         SF_REASON_DNS_FILTER_RANGE, SF_NO_RULE});
+  Check({"IPv4-mapped", "::ffff:127.83.200.1", kTcp, 53, false, D,
+         SF_REASON_DNS_FILTER_RANGE, SF_NO_RULE});
+  Check({"own netns loopback", "127.83.0.1", kTcp, 53, true, D,
+         SF_REASON_DNS_FILTER_RANGE, SF_NO_RULE});
+  Check({"just outside the range", "127.84.0.1", kTcp, 53, false, A,
+         SF_REASON_RULE, 0});
+}
+
+TEST_F(EgressVerdictTest, LearnedAddressesOfTheGenerationUntilTheyExpire) {
+  CompiledPhase phase = Phase(v1::MODEL_ONLY, {TcpRule("10.1.2.3", 8000)});
+  phase.dns_filtered = true;
+  Program(phase);
+  auto learn = [&](const char* addr, L4 proto, uint16_t first, uint16_t last,
+                   uint32_t rule_id, uint64_t expires, uint32_t gen = kGen) {
+    LearnedEntry e{
+        *IpAddress::Parse(addr), proto, {{first, last, rule_id}}, expires};
+    auto v = MergeLearned(nullptr, e);
+    ASSERT_TRUE(v.ok()) << v.status();
+    const LearnedKey key = LearnedKeyOf(gen, e);
+    if (key.is_v4()) {
+      const sf_learned4_key k = key.Key4();
+      ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(skel_->maps.sf_learned4), &k,
+                                    &*v, BPF_ANY),
+                0);
+    } else {
+      const sf_learned6_key k = key.Key6();
+      ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(skel_->maps.sf_learned6), &k,
+                                    &*v, BPF_ANY),
+                0);
+    }
+  };
+  constexpr uint64_t kNever = ~0ull;
+  learn("10.7.7.7", L4::kTcp, 443, 443, 11, kNever);
+  learn("2001:db8::7", L4::kUdp, 5000, 5100, 12, kNever);
+  learn("10.8.8.8", L4::kTcp, 443, 443, 13, 1);  // expired at boot + 1 ns
+  learn("10.9.9.9", L4::kTcp, 443, 443, 14, kNever, kGen + 1);
+  const Query table[] = {
+      {"a rule still wins", "10.1.2.3", kTcp, 8000, false, A, SF_REASON_RULE,
+       0},
+      {"learned address and port", "10.7.7.7", kTcp, 443, false, A,
+       SF_REASON_LEARNED, 11},
+      {"learned, IPv4-mapped", "::ffff:10.7.7.7", kTcp, 443, false, A,
+       SF_REASON_LEARNED, 11},
+      {"learned address, other port", "10.7.7.7", kTcp, 444, false, D,
+       SF_REASON_NO_RULE, SF_NO_RULE},
+      {"learned address, other protocol", "10.7.7.7", kUdp, 443, false, D,
+       SF_REASON_NO_RULE, SF_NO_RULE},
+      {"learned IPv6 range", "2001:db8::7", kUdp, 5100, false, A,
+       SF_REASON_LEARNED, 12},
+      {"expired is absent", "10.8.8.8", kTcp, 443, false, D, SF_REASON_NO_RULE,
+       SF_NO_RULE},
+      {"another generation's", "10.9.9.9", kTcp, 443, false, D,
+       SF_REASON_NO_RULE, SF_NO_RULE},
+  };
+  for (const Query& q : table) Check(q);
+  // The same entries do nothing for a phase that does not filter DNS.
+  flags_ &= ~SF_SB_DNS_FILTER;
+  Check({"unfiltered phase ignores learned", "10.7.7.7", kTcp, 443, false, D,
+         SF_REASON_NO_RULE, SF_NO_RULE});
 }
 
 }  // namespace

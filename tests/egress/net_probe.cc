@@ -5,7 +5,11 @@
 //
 // OP: tcp-connect, udp-connect, udp-sendto, udp6-hopopts, udp-sendmmsg,
 //     tcp-fastopen,
-//     uring-connect, raw-socket, packet-socket, mptcp-socket
+//     uring-connect, raw-socket, packet-socket, mptcp-socket,
+//     udp-query, udp-connected-query, tcp-query (a DNS client's view: the
+//     answer, and the peer, must be the address it asked; 96 when
+//     getpeername shows another, 97 when the answer's source does),
+//     udp6only-connect (connect on an IPV6_V6ONLY socket)
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
 // --fork runs the attempt in a grandchild; --join-cgroup moves the process
 // into a (nested) cgroup first; --repeat N --want E makes N attempts and
@@ -96,8 +100,8 @@ int Udp6Hopopts(const Target& t) {
     close(s);
     return 100 + err;  // not the verdict: the test's setup failed
   }
-  int rc = sendto(s, "x", 1, 0, reinterpret_cast<const sockaddr*>(&t.addr),
-                  t.len);
+  int rc =
+      sendto(s, "x", 1, 0, reinterpret_cast<const sockaddr*>(&t.addr), t.len);
   int err = rc >= 0 ? 0 : Errno();
   close(s);
   return err;
@@ -166,8 +170,8 @@ int UringConnect(const Target& t) {
   auto* sq = static_cast<char*>(mmap(nullptr, ring_len, PROT_READ | PROT_WRITE,
                                      MAP_SHARED, ring, IORING_OFF_SQ_RING));
   auto* sqes = static_cast<io_uring_sqe*>(
-      mmap(nullptr, p.sq_entries * sizeof(io_uring_sqe),
-           PROT_READ | PROT_WRITE, MAP_SHARED, ring, IORING_OFF_SQES));
+      mmap(nullptr, p.sq_entries * sizeof(io_uring_sqe), PROT_READ | PROT_WRITE,
+           MAP_SHARED, ring, IORING_OFF_SQES));
   if (sq == MAP_FAILED || sqes == MAP_FAILED) return Errno();
   // A single mmap serves both rings (IORING_FEAT_SINGLE_MMAP, 5.4+).
   char* cq = sq;
@@ -194,6 +198,123 @@ int UringConnect(const Target& t) {
   close(ring);
   close(s);
   return res == 0 ? 0 : -res;
+}
+
+// Whether a peer or source address is the target, as a DNS client checks.
+bool SameAddress(const Target& t, const sockaddr_storage& got) {
+  if (got.ss_family != t.family) return false;
+  if (t.family == AF_INET) {
+    auto* a = reinterpret_cast<const sockaddr_in*>(&t.addr);
+    auto* b = reinterpret_cast<const sockaddr_in*>(&got);
+    return a->sin_port == b->sin_port &&
+           a->sin_addr.s_addr == b->sin_addr.s_addr;
+  }
+  auto* a = reinterpret_cast<const sockaddr_in6*>(&t.addr);
+  auto* b = reinterpret_cast<const sockaddr_in6*>(&got);
+  return a->sin6_port == b->sin6_port &&
+         std::memcmp(&a->sin6_addr, &b->sin6_addr, 16) == 0;
+}
+
+void PrintAddress(const char* what, const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (a.ss_family == AF_INET) {
+    auto* a4 = reinterpret_cast<const sockaddr_in*>(&a);
+    inet_ntop(AF_INET, &a4->sin_addr, text, sizeof(text));
+    port = ntohs(a4->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    auto* a6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    inet_ntop(AF_INET6, &a6->sin6_addr, text, sizeof(text));
+    port = ntohs(a6->sin6_port);
+  }
+  std::fprintf(stderr, "net_probe: %s is %s port %d\n", what, text, port);
+}
+
+// getpeername must show the target (96 otherwise).
+int CheckPeer(int s, const Target& t) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof(peer);
+  if (getpeername(s, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+    return Errno();
+  }
+  if (!SameAddress(t, peer)) {
+    PrintAddress("the peer", peer);
+    return 96;
+  }
+  return 0;
+}
+
+// A DNS client over UDP: one query, one answer within 5 s, which must come
+// from the address asked (97 otherwise). connected: connect + send, as
+// glibc's resolver does; else sendto.
+int UdpQuery(const Target& t, bool connected) {
+  int s = socket(t.family, SOCK_DGRAM, 0);
+  if (s < 0) return Errno();
+  timeval tv{.tv_sec = 5, .tv_usec = 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const char q[] = "query";
+  int err = 0;
+  if (connected) {
+    if (connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len) != 0) {
+      err = Errno();
+    } else if ((err = CheckPeer(s, t)) == 0 && send(s, q, sizeof(q), 0) < 0) {
+      err = Errno();
+    }
+  } else if (sendto(s, q, sizeof(q), 0,
+                    reinterpret_cast<const sockaddr*>(&t.addr), t.len) < 0) {
+    err = Errno();
+  }
+  if (err == 0) {
+    char buf[64];
+    sockaddr_storage from{};
+    socklen_t len = sizeof(from);
+    if (recvfrom(s, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from),
+                 &len) < 0) {
+      err = Errno();
+    } else if (!SameAddress(t, from)) {
+      PrintAddress("the answer's source", from);
+      err = 97;
+    }
+  }
+  close(s);
+  return err;
+}
+
+// A DNS client over TCP: connect (5 s at most), check the peer, one query,
+// one answer.
+int TcpQuery(const Target& t) {
+  int s = socket(t.family, SOCK_STREAM, 0);
+  if (s < 0) return Errno();
+  ShortConnectTimeout(s);
+  timeval tv{.tv_sec = 5, .tv_usec = 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  int err = 0;
+  char buf[64];
+  if (connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len) != 0) {
+    err = Errno();
+  } else if ((err = CheckPeer(s, t)) == 0) {
+    if (send(s, "query", 5, 0) < 0) {
+      err = Errno();
+    } else {
+      ssize_t n = recv(s, buf, sizeof(buf), 0);
+      err = n > 0 ? 0 : (n == 0 ? EPIPE : Errno());
+    }
+  }
+  close(s);
+  return err;
+}
+
+int Udp6OnlyConnect(const Target& t) {
+  if (t.family != AF_INET6) return EINVAL;
+  int s = socket(AF_INET6, SOCK_DGRAM, 0);
+  if (s < 0) return Errno();
+  int one = 1;
+  setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  int rc = connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len);
+  int err = rc == 0 ? 0 : Errno();
+  if (err == 0 && send(s, "query", 5, 0) < 0) err = Errno();
+  close(s);
+  return err;
 }
 
 int RawSocket(const Target& t) {
@@ -233,6 +354,10 @@ int RunOp(const std::string& op, const Target& t) {
   if (op == "raw-socket") return RawSocket(t);
   if (op == "packet-socket") return PacketSocket(t);
   if (op == "mptcp-socket") return MptcpSocket(t);
+  if (op == "udp-query") return UdpQuery(t, false);
+  if (op == "udp-connected-query") return UdpQuery(t, true);
+  if (op == "tcp-query") return TcpQuery(t);
+  if (op == "udp6only-connect") return Udp6OnlyConnect(t);
   std::fprintf(stderr, "net_probe: unknown op %s\n", op.c_str());
   return 254;
 }
@@ -242,7 +367,8 @@ bool JoinCgroup(const char* dir) {
   int fd = open(procs.c_str(), O_WRONLY);
   if (fd < 0) return false;
   std::string pid = std::to_string(getpid());
-  bool ok = write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
+  bool ok =
+      write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
   close(fd);
   return ok;
 }
@@ -296,7 +422,8 @@ int main(int argc, char** argv) {
     for (long n = 0; n < repeat; ++n) {
       int got = RunOp(argv[i], t);
       if (got != want) {
-        std::fprintf(stderr, "net_probe: attempt %ld of %ld: errno %d, want %d\n",
+        std::fprintf(stderr,
+                     "net_probe: attempt %ld of %ld: errno %d, want %d\n",
                      n + 1, repeat, got, want);
         return 99;
       }
@@ -304,6 +431,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   int err = RunOp(argv[i], t);
-  if (err != 0) std::fprintf(stderr, "net_probe: %s: %s\n", argv[i], strerror(err));
+  if (err != 0)
+    std::fprintf(stderr, "net_probe: %s: %s\n", argv[i], strerror(err));
   return err;
 }

@@ -1,5 +1,6 @@
 #include "egress/egress_controller.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -80,6 +82,10 @@ struct HookSpec {
   const char* hook;
   bpf_program* (*program)(sf_egress*);
   bpf_attach_type attach;
+  // A sandbox without this hook is not enforced. The DNS reply-side hooks
+  // only restore addresses: a sandbox adopted without them gets them
+  // attached instead of being treated as unenforced.
+  bool enforcing = true;
 };
 
 const HookSpec kHookSpecs[] = {
@@ -95,7 +101,24 @@ const HookSpec kHookSpecs[] = {
      BPF_CGROUP_UDP6_SENDMSG},
     {"skb_egress", [](sf_egress* s) { return s->progs.sf_skb_egress; },
      BPF_CGROUP_INET_EGRESS},
+    {"recvmsg4", [](sf_egress* s) { return s->progs.sf_recvmsg4; },
+     BPF_CGROUP_UDP4_RECVMSG, false},
+    {"recvmsg6", [](sf_egress* s) { return s->progs.sf_recvmsg6; },
+     BPF_CGROUP_UDP6_RECVMSG, false},
+    {"getpeername4", [](sf_egress* s) { return s->progs.sf_getpeername4; },
+     BPF_CGROUP_INET4_GETPEERNAME, false},
+    {"getpeername6", [](sf_egress* s) { return s->progs.sf_getpeername6; },
+     BPF_CGROUP_INET6_GETPEERNAME, false},
 };
+static_assert(std::size(kHookSpecs) == std::size(kEgressHooks),
+              "every hook of kEgressHooks has a spec");
+
+const HookSpec* FindHookSpec(absl::string_view hook) {
+  for (const HookSpec& h : kHookSpecs) {
+    if (hook == h.hook) return &h;
+  }
+  return nullptr;
+}
 
 UniqueFd Dup(int fd) {
   return UniqueFd(fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0));
@@ -156,10 +179,17 @@ absl::StatusOr<std::unique_ptr<EgressController>> EgressController::Create(
 }
 
 const EgressController::MapSlot EgressController::kMapSlots[] = {
-    {"sf_sandboxes", &Maps::sandboxes}, {"sf_counters", &Maps::counters},
-    {"sf_seen", &Maps::seen},           {"sf_exact4", &Maps::exact4},
-    {"sf_exact6", &Maps::exact6},       {"sf_cidr4", &Maps::cidr4},
-    {"sf_cidr6", &Maps::cidr6},         {"sf_rings", &Maps::rings},
+    {"sf_sandboxes", &Maps::sandboxes},
+    {"sf_counters", &Maps::counters},
+    {"sf_seen", &Maps::seen},
+    {"sf_exact4", &Maps::exact4},
+    {"sf_exact6", &Maps::exact6},
+    {"sf_cidr4", &Maps::cidr4},
+    {"sf_cidr6", &Maps::cidr6},
+    {"sf_rings", &Maps::rings},
+    {"sf_dns_targets", &Maps::dns_targets},
+    {"sf_learned4", &Maps::learned4},
+    {"sf_learned6", &Maps::learned6},
 };
 
 absl::Status EgressController::LoadOrOpen() {
@@ -306,6 +336,8 @@ EgressController::~EgressController() {
   for (auto& [id, state] : sandboxes_) {
     Detach(id, state);
     DeleteState(state);
+    DeleteLearned(state);
+    bpf_map_delete_elem(maps_.dns_targets.get(), &id);
     bpf_map_delete_elem(maps_.counters.get(), &id);
   }
 }
@@ -347,26 +379,36 @@ absl::Status EgressController::Attach(int cgroup_fd, const CgroupRef& cgroup,
     if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   }
   for (const HookSpec& h : kHookSpecs) {
-    UniqueFd link(
-        bpf_link_create(prog_fd(h.hook), cgroup_fd, h.attach, nullptr));
-    if (!link) {
-      const int err = errno;
+    absl::StatusOr<UniqueFd> link =
+        AttachHook(cgroup_fd, id, cgroup.path, h.hook);
+    if (!link.ok()) {
       Detach(id, state);
-      return LoadError(
-          err, absl::StrCat("attach ", h.hook, " to cgroup ", cgroup.path));
+      return link.status();
     }
-    if (host_->pinned()) {
-      const std::string path = absl::StrCat(dir, "/", h.hook);
-      if (bpf_obj_pin(link.get(), path.c_str()) != 0) {
-        const int err = errno;
-        state.links.push_back(std::move(link));
-        Detach(id, state);
-        return ErrnoError(err, absl::StrCat("pin ", path));
-      }
-    }
-    state.links.push_back(std::move(link));
+    state.links.push_back(*std::move(link));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> EgressController::AttachHook(
+    int cgroup_fd, uint64_t cgroup_id, absl::string_view cgroup_path,
+    absl::string_view hook) {
+  const HookSpec* h = FindHookSpec(hook);
+  if (h == nullptr) return absl::InternalError(absl::StrCat("hook ", hook));
+  UniqueFd link(
+      bpf_link_create(prog_fd(h->hook), cgroup_fd, h->attach, nullptr));
+  if (!link) {
+    return LoadError(
+        errno, absl::StrCat("attach ", h->hook, " to cgroup ", cgroup_path));
+  }
+  if (host_->pinned()) {
+    const std::string path = absl::StrCat(LinkDir(cgroup_id), "/", h->hook);
+    if (bpf_obj_pin(link.get(), path.c_str()) != 0) {
+      // The link goes with its fd: nothing attached stays behind.
+      return ErrnoError(errno, absl::StrCat("pin ", path));
+    }
+  }
+  return link;
 }
 
 void EgressController::Detach(uint64_t cgroup_id, SandboxState& state) {
@@ -471,9 +513,11 @@ absl::StatusOr<uint32_t> EgressController::SwitchPhase(
     DeleteEntries(next.entries);
     return s;
   }
-  // 3. Nothing refers to the old generation any more.
+  // 3. Nothing refers to the old generation any more: its rules and the
+  // addresses learned under it go (the filter learns anew for the phase).
   SandboxState& state = it->second;
   DeleteState(state);
+  DeleteLearned(state);
   state.adopted = false;
   state.entries = std::move(next.entries);
   state.generation = next.generation;
@@ -492,6 +536,8 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
   }
   Detach(cgroup_id, it->second);
   DeleteState(it->second);
+  DeleteLearned(it->second);
+  bpf_map_delete_elem(maps_.dns_targets.get(), &cgroup_id);
   sandboxes_.erase(it);
   return TakeCounters(cgroup_id);
 }
@@ -567,6 +613,19 @@ absl::StatusOr<AdoptedSandbox> EgressController::AdoptSandbox(
   const std::string dir = LinkDir(cgroup_id);
   for (const HookSpec& h : kHookSpecs) {
     UniqueFd link(bpf_obj_get(absl::StrCat(dir, "/", h.hook).c_str()));
+    if (!link && !h.enforcing) {
+      // A build before the DNS filter left no reply-side hooks: attach
+      // them now. Nothing ran unenforced for their absence.
+      absl::StatusOr<std::string> path = CgroupPathOfId(cgroup_id);
+      UniqueFd cg(
+          path.ok() ? ::open(path->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    : -1);
+      if (cg) {
+        absl::StatusOr<UniqueFd> attached =
+            AttachHook(cg.get(), cgroup_id, *path, h.hook);
+        if (attached.ok()) link = *std::move(attached);
+      }
+    }
     if (!link) {
       out.missing_hooks.push_back(h.hook);
       continue;
@@ -586,8 +645,180 @@ absl::StatusOr<AdoptedSandbox> EgressController::AdoptSandbox(
     return s;
   }
   out.kernel.ring = static_cast<uint8_t>(host_->slot());
+  state.learned = ScanLearned(state.generation);
   sandboxes_.emplace(cgroup_id, std::move(state));
   return out;
+}
+
+absl::Status EgressController::SetDnsTarget(uint64_t cgroup_id,
+                                            const HostPort& target) {
+  const std::string text = target.ToString();
+  uint32_t host_order = 0;
+  if (target.addr.is_v4()) {
+    std::memcpy(&host_order, target.addr.bytes(), 4);
+    host_order = ntohl(host_order);
+  }
+  if (!target.addr.is_v4() ||
+      (host_order & SF_DNS_FILTER_MASK) != SF_DNS_FILTER_NET) {
+    return Malformed(absl::StrCat(
+        "DNS filter target ", text,
+        ": the address must be IPv4 in the reserved range 127.83.0.0/",
+        SF_DNS_FILTER_PREFIX));
+  }
+  if (target.port == 0) {
+    return Malformed(
+        absl::StrCat("DNS filter target ", text, ": the port must not be 0"));
+  }
+  sf_dns_target value{};
+  std::memcpy(&value.addr, target.addr.bytes(), 4);
+  value.port = target.port;
+  absl::MutexLock lock(&mu_);
+  if (!sandboxes_.contains(cgroup_id)) {
+    return absl::NotFoundError(
+        absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+  }
+  // The filter knows a sandbox by the target its queries arrive at: two
+  // sandboxes on one target would be taken for each other.
+  const int fd = maps_.dns_targets.get();
+  uint64_t key = 0, next = 0;
+  const uint64_t* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    sf_dns_target other{};
+    if (next != cgroup_id && bpf_map_lookup_elem(fd, &next, &other) == 0 &&
+        other.addr == value.addr && other.port == value.port) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "DNS filter target ", text, " is sandbox ", next, "'s already"));
+    }
+    key = next;
+    prev = &key;
+  }
+  if (bpf_map_update_elem(fd, &cgroup_id, &value, BPF_ANY) != 0) {
+    return MapWriteError(errno, "sf_dns_targets");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EgressController::ClearDnsTarget(uint64_t cgroup_id) {
+  absl::MutexLock lock(&mu_);
+  if (!sandboxes_.contains(cgroup_id)) {
+    return absl::NotFoundError(
+        absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+  }
+  if (bpf_map_delete_elem(maps_.dns_targets.get(), &cgroup_id) != 0 &&
+      errno != ENOENT) {
+    return ErrnoError(errno, "delete from sf_dns_targets");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EgressController::Learn(uint64_t cgroup_id, uint32_t generation,
+                                     const std::vector<LearnedEntry>& entries) {
+  // Under mu_ throughout: SwitchPhase cannot flip the generation (and
+  // delete what is learned under it) between the check and the writes.
+  absl::MutexLock lock(&mu_);
+  auto it = sandboxes_.find(cgroup_id);
+  if (it == sandboxes_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+  }
+  SandboxState& state = it->second;
+  if (generation != state.generation) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sandbox ", cgroup_id, " is on generation ", state.generation, ", not ",
+        generation, " (its phase changed): nothing learned"));
+  }
+  if (!(state.flags & SF_SB_DNS_FILTER)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sandbox ", cgroup_id,
+                     "'s phase does not filter DNS: nothing learned"));
+  }
+  // Every entry is checked and merged before anything is written.
+  std::vector<std::pair<LearnedKey, sf_learned_value>> values;
+  absl::flat_hash_map<LearnedKey, size_t> index;
+  for (const LearnedEntry& e : entries) {
+    const LearnedKey key = LearnedKeyOf(generation, e);
+    sf_learned_value old{};
+    const sf_learned_value* base = nullptr;
+    if (auto found = index.find(key); found != index.end()) {
+      base = &values[found->second].second;
+    } else {
+      int rc = -1;
+      if (key.is_v4()) {
+        const sf_learned4_key k = key.Key4();
+        rc = bpf_map_lookup_elem(maps_.learned4.get(), &k, &old);
+      } else {
+        const sf_learned6_key k = key.Key6();
+        rc = bpf_map_lookup_elem(maps_.learned6.get(), &k, &old);
+      }
+      if (rc == 0) base = &old;
+    }
+    absl::StatusOr<sf_learned_value> merged = MergeLearned(base, e);
+    if (!merged.ok()) return merged.status();
+    if (auto found = index.find(key); found != index.end()) {
+      values[found->second].second = *merged;
+    } else {
+      index.emplace(key, values.size());
+      values.emplace_back(key, *merged);
+    }
+  }
+  for (const auto& [key, value] : values) {
+    int rc;
+    if (key.is_v4()) {
+      const sf_learned4_key k = key.Key4();
+      rc = bpf_map_update_elem(maps_.learned4.get(), &k, &value, BPF_ANY);
+    } else {
+      const sf_learned6_key k = key.Key6();
+      rc = bpf_map_update_elem(maps_.learned6.get(), &k, &value, BPF_ANY);
+    }
+    if (rc != 0) {
+      return MapWriteError(errno, key.is_v4() ? "sf_learned4" : "sf_learned6");
+    }
+    state.learned.insert(key);
+  }
+  return absl::OkStatus();
+}
+
+size_t EgressController::CollectExpired(uint64_t now_boot_ns) {
+  absl::MutexLock lock(&mu_);
+  size_t collected = 0;
+  // Only this process's sandboxes: another process may be extending one
+  // of its own entries between a read here and a delete.
+  for (auto& [id, state] : sandboxes_) {
+    std::vector<LearnedKey> gone;
+    for (const LearnedKey& key : state.learned) {
+      sf_learned_value v{};
+      int rc;
+      if (key.is_v4()) {
+        const sf_learned4_key k = key.Key4();
+        rc = bpf_map_lookup_elem(maps_.learned4.get(), &k, &v);
+        if (rc == 0 && v.expires_ns <= now_boot_ns &&
+            bpf_map_delete_elem(maps_.learned4.get(), &k) == 0) {
+          ++collected;
+        }
+      } else {
+        const sf_learned6_key k = key.Key6();
+        rc = bpf_map_lookup_elem(maps_.learned6.get(), &k, &v);
+        if (rc == 0 && v.expires_ns <= now_boot_ns &&
+            bpf_map_delete_elem(maps_.learned6.get(), &k) == 0) {
+          ++collected;
+        }
+      }
+      if (rc != 0 || v.expires_ns <= now_boot_ns) gone.push_back(key);
+    }
+    for (const LearnedKey& key : gone) state.learned.erase(key);
+  }
+  return collected;
+}
+
+absl::StatusOr<size_t> EgressController::LearnedCount(
+    uint64_t cgroup_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sandboxes_.find(cgroup_id);
+  if (it == sandboxes_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+  }
+  return it->second.learned.size();
 }
 
 absl::Status EgressController::RemovePins(const std::string& pin_root) {

@@ -24,12 +24,15 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/cgroup.h"
+#include "common/ip.h"
 #include "common/unique_fd.h"
 #include "compile/compiled_policy.h"
 #include "egress/egress_abi.h"
+#include "egress/learned_entries.h"
 #include "egress/rule_entries.h"
 #include "host/host_state.h"
 
@@ -66,10 +69,12 @@ struct AdoptedSandbox {
   std::vector<std::string> missing_hooks;
 };
 
-// The egress hooks, by the names records use.
+// The egress hooks, by the names records use: one link each per sandbox.
+// The last four judge nothing: they show a DNS client whose query went to
+// the sandbox's filter the server it asked (recvmsg, getpeername).
 inline constexpr const char* kEgressHooks[] = {
-    "sock_create", "connect4", "connect6", "sendmsg4", "sendmsg6",
-    "skb_egress"};
+    "sock_create", "connect4", "connect6", "sendmsg4",     "sendmsg6",
+    "skb_egress",  "recvmsg4", "recvmsg6", "getpeername4", "getpeername6"};
 
 class EgressController {
  public:
@@ -104,6 +109,34 @@ class EgressController {
   // Detaches and forgets one of this process's sandboxes (an adopted one
   // too); returns its final counters.
   absl::StatusOr<SandboxCounters> RemoveSandbox(uint64_t cgroup_id);
+
+  // Where the sandbox's DNS queries go while its phase filters DNS
+  // (CompiledPhase::dns_filtered): an IPv4 address in SF_DNS_FILTER_NET
+  // (127.83.0.0/16) and a port, Malformed otherwise. One of this process's
+  // sandboxes (NotFound otherwise); a target another sandbox on the host
+  // uses is AlreadyExists (the filter tells sandboxes apart by it). Kept
+  // across phase switches. Until it is set, a filtered phase's queries are
+  // denied: set it before spawning into the sandbox.
+  absl::Status SetDnsTarget(uint64_t cgroup_id, const HostPort& target);
+  // Its queries are denied from now on (if its phase filters DNS).
+  absl::Status ClearDnsTarget(uint64_t cgroup_id);
+
+  // Opens the learned addresses for the sandbox in `generation`, which must
+  // be its current one and a DNS-filtered phase: FailedPrecondition
+  // otherwise, and nothing is written (a phase switch won the race; the
+  // answer was meant for rules no longer in force). An address already
+  // learned keeps the later expiry and the union of the port ranges;
+  // Rejected (nothing written) when that union would exceed
+  // SF_MAX_PORT_RANGES, Malformed for a bad entry (naming it). A full map is
+  // Unavailable; the entries written before it stay.
+  absl::Status Learn(uint64_t cgroup_id, uint32_t generation,
+                     const std::vector<LearnedEntry>& entries);
+  // Deletes this process's sandboxes' learned addresses that expired at
+  // now_boot_ns (CLOCK_BOOTTIME); returns how many. The kernel already
+  // judges them absent: this frees their map space.
+  size_t CollectExpired(uint64_t now_boot_ns);
+  // Learned addresses the sandbox holds now (expired or not).
+  absl::StatusOr<size_t> LearnedCount(uint64_t cgroup_id) const;
 
   absl::StatusOr<SandboxCounters> Counters(uint64_t cgroup_id) const;
   // The generation the sandbox is on now.
@@ -148,9 +181,13 @@ class EgressController {
     // Adopted from another process: its entries are unknown, so the
     // generation's entries are found by scanning the rule maps.
     bool adopted = false;
+    // The learned addresses of `generation` (an adopted sandbox's are
+    // found by a scan when it is adopted).
+    absl::flat_hash_set<LearnedKey> learned;
   };
   struct Maps {
-    UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings;
+    UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings,
+        dns_targets, learned4, learned6;
   };
   struct MapSlot {
     const char* name;
@@ -165,10 +202,16 @@ class EgressController {
   void DeleteEntries(const RuleEntries& entries);
   void DeleteGeneration(uint32_t generation);
   void DeleteState(const SandboxState& state);
+  void DeleteLearned(SandboxState& state);
+  absl::flat_hash_set<LearnedKey> ScanLearned(uint32_t generation) const;
   absl::Status WriteSandbox(uint64_t cgroup_id, const SandboxState& state,
                             uint64_t map_flags);
   absl::Status Attach(int cgroup_fd, const CgroupRef& cgroup,
                       SandboxState& state);
+  // One hook's link on a cgroup, pinned on a pinned host.
+  absl::StatusOr<UniqueFd> AttachHook(int cgroup_fd, uint64_t cgroup_id,
+                                      absl::string_view cgroup_path,
+                                      absl::string_view hook);
   void Detach(uint64_t cgroup_id, SandboxState& state);
   SandboxCounters TakeCounters(uint64_t cgroup_id);
   std::string LinkDir(uint64_t cgroup_id) const;

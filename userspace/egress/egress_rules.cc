@@ -122,6 +122,38 @@ void EgressController::DeleteGeneration(uint32_t generation) {
   DeleteKeysOfGeneration<sf_cidr6_key>(maps_.cidr6.get(), generation);
 }
 
+void EgressController::DeleteLearned(SandboxState& state) {
+  for (const LearnedKey& key : state.learned) {
+    if (key.is_v4()) {
+      const sf_learned4_key k = key.Key4();
+      bpf_map_delete_elem(maps_.learned4.get(), &k);
+    } else {
+      const sf_learned6_key k = key.Key6();
+      bpf_map_delete_elem(maps_.learned6.get(), &k);
+    }
+  }
+  state.learned.clear();
+}
+
+absl::flat_hash_set<LearnedKey> EgressController::ScanLearned(
+    uint32_t generation) const {
+  absl::flat_hash_set<LearnedKey> out;
+  auto scan = [&](int fd, auto key_type) {
+    using K = decltype(key_type);
+    K key{};
+    K next{};
+    const K* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+      if (next.generation == generation) out.insert(LearnedKeyOf(next));
+      key = next;
+      prev = &key;
+    }
+  };
+  scan(maps_.learned4.get(), sf_learned4_key{});
+  scan(maps_.learned6.get(), sf_learned6_key{});
+  return out;
+}
+
 void EgressController::DeleteState(const SandboxState& state) {
   if (state.adopted) {
     DeleteGeneration(state.generation);

@@ -12,9 +12,8 @@ namespace sandfence {
 
 absl::StatusOr<NetEvent> DecodeNetEvent(const void* data, size_t size) {
   if (size < sizeof(sf_net_event)) {
-    return absl::DataLossError(
-        absl::StrCat("event of ", size, " bytes, expected ",
-                     sizeof(sf_net_event)));
+    return absl::DataLossError(absl::StrCat(
+        "event of ", size, " bytes, expected ", sizeof(sf_net_event)));
   }
   sf_net_event raw;
   std::memcpy(&raw, data, sizeof(raw));
@@ -83,6 +82,16 @@ absl::string_view ReasonName(sf_reason reason) {
       return "protocol";
     case SF_REASON_TOO_DEEP:
       return "too deep";
+    case SF_REASON_DNS_REDIRECT:
+      return "redirected to the DNS filter";
+    case SF_REASON_LEARNED:
+      return "learned";
+    case SF_REASON_DNS_FILTER_RANGE:
+      return "DNS filter range";
+    case SF_REASON_DNS_NO_TARGET:
+      return "no DNS filter";
+    case SF_REASON_DNS_UNREDIRECTABLE:
+      return "DNS not redirectable";
   }
   return "unknown";
 }
@@ -107,8 +116,8 @@ absl::StatusOr<std::unique_ptr<NetEventReader>> NetEventReader::Create(
     int ring_fd, Callback callback) {
   std::unique_ptr<NetEventReader> r(new NetEventReader());
   r->callback_ = std::move(callback);
-  r->ring_.reset(ring_buffer__new(ring_fd, &NetEventReader::OnSample, r.get(),
-                                  nullptr));
+  r->ring_.reset(
+      ring_buffer__new(ring_fd, &NetEventReader::OnSample, r.get(), nullptr));
   if (!r->ring_) return ErrnoError(errno, "open the event ring buffer");
   return r;
 }

@@ -154,6 +154,8 @@ absl::StatusOr<RuleEntries> BuildRuleEntries(const CompiledPhase& phase,
 uint32_t SandboxFlags(const CompiledPhase& phase) {
   uint32_t flags = 0;
   if (phase.restricted()) flags |= SF_SB_RESTRICTED;
+  // An unrestricted phase sends DNS wherever it likes: nothing to filter.
+  if (phase.restricted() && phase.dns_filtered) flags |= SF_SB_DNS_FILTER;
   if (phase.loopback == v1::LOOPBACK_DEFAULT) flags |= SF_SB_OWN_LOOPBACK;
   switch (phase.audit_allowed) {
     case v1::Audit::ALL:
