@@ -128,6 +128,33 @@ bool Apply(const v1::RecordJournalEntry& e, size_t offset,
       }
       return ok;
     }
+    case v1::RecordJournalEntry::kDnsQuery:
+      if (e.dns_query().id() != static_cast<uint32_t>(r->dns_query_size())) {
+        return warn(absl::StrCat("dns query ", e.dns_query().id(),
+                                 " out of order (expected ",
+                                 r->dns_query_size(), "), ignored"));
+      }
+      *r->add_dns_query() = e.dns_query().query();
+      return true;
+    case v1::RecordJournalEntry::kDnsCounts: {
+      bool ok = true;
+      for (const v1::DnsQueryCount& c : e.dns_counts().count()) {
+        if (c.id() >= static_cast<uint32_t>(r->dns_query_size())) {
+          ok = warn(absl::StrCat("count for unknown dns query ", c.id(),
+                                 ", ignored"));
+          continue;
+        }
+        v1::DnsQuery* q = r->mutable_dns_query(static_cast<int>(c.id()));
+        q->set_count(c.count());
+        *q->mutable_last_time() = c.last_time();
+        q->set_rcode(c.rcode());
+        q->set_transport(c.transport());
+        *q->mutable_address() = c.address();
+        q->set_addresses_more(c.addresses_more());
+        q->set_unreplied(c.unreplied());
+      }
+      return ok;
+    }
     case v1::RecordJournalEntry::kGuardEvent:
       *r->add_guard_event() = e.guard_event();
       return true;
@@ -249,16 +276,28 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
   // best knowledge there is.
   uint64_t sum = 0;
   for (const v1::NetAttempt& a : record.net_attempt()) sum += a.count();
+  uint64_t dns_sum = 0;
+  for (const v1::DnsQuery& q : record.dns_query()) dns_sum += q.count();
   if (!record.complete()) {
     record.mutable_loss()->set_events_recorded(sum);
-  } else if (sum != record.loss().events_recorded()) {
-    AddWarning(&record, v1::WARNING_IMBALANCE,
-               absl::StrCat("the entries count ", sum,
-                                    " attempts but the recorder received ",
-                                    record.loss().events_recorded()));
+    record.mutable_loss()->set_dns_queries(dns_sum);
+  } else {
+    if (sum != record.loss().events_recorded()) {
+      AddWarning(&record, v1::WARNING_IMBALANCE,
+                 absl::StrCat("the entries count ", sum,
+                              " attempts but the recorder received ",
+                              record.loss().events_recorded()));
+    }
+    if (dns_sum != record.loss().dns_queries()) {
+      AddWarning(&record, v1::WARNING_IMBALANCE,
+                 absl::StrCat("the dns entries count ", dns_sum,
+                              " queries but the recorder received ",
+                              record.loss().dns_queries()));
+    }
   }
   EvaluateLoss(&record);
-  if (record.complete() && sum != record.loss().events_recorded()) {
+  if (record.complete() && (sum != record.loss().events_recorded() ||
+                            dns_sum != record.loss().dns_queries())) {
     record.set_lossy(true);
   }
   return record;
@@ -357,6 +396,24 @@ void EvaluateLoss(v1::RolloutRecord* record) {
                absl::StrCat(loss.guard_decode_errors(),
                             " process-guard records could not be decoded "
                             "(possibly this rollout's)"));
+  }
+  if (loss.dns_overflowed() > 0) {
+    lossy = true;
+    AddWarning(
+        record, v1::WARNING_DNS_OVERFLOW,
+        absl::StrCat(loss.dns_overflowed(),
+                     loss.dns_overflowed() == 1 ? " DNS query" : " DNS queries",
+                     " past the folding table's capacity counted "
+                     "without their names (overflow entries)"));
+  }
+  if (loss.dns_dropped() > 0) {
+    lossy = true;
+    AddWarning(
+        record, v1::WARNING_DNS_DROPPED,
+        absl::StrCat(loss.dns_dropped(),
+                     loss.dns_dropped() == 1 ? " DNS query" : " DNS queries",
+                     " decided by the filter but not recorded (the "
+                     "record file could not be written)"));
   }
   if (record->complete()) {
     if (!loss.kernel_counters_read()) {

@@ -35,6 +35,10 @@ v1::RolloutRecord MergeRecordSegments(
         a.set_phase_index(a.phase_index() + offset);
         *merged.add_net_attempt() = std::move(a);
       }
+      for (v1::DnsQuery q : seg.dns_query()) {
+        q.set_phase_index(q.phase_index() + offset);
+        *merged.add_dns_query() = std::move(q);
+      }
       for (v1::GuardEntry g : seg.guard_event()) {
         g.set_phase_index(g.phase_index() + offset);
         *merged.add_guard_event() = std::move(g);
@@ -59,6 +63,9 @@ v1::RolloutRecord MergeRecordSegments(
                                     l.guard_decode_errors());
       loss->set_guard_events_recorded(loss->guard_events_recorded() +
                                       l.guard_events_recorded());
+      loss->set_dns_queries(loss->dns_queries() + l.dns_queries());
+      loss->set_dns_overflowed(loss->dns_overflowed() + l.dns_overflowed());
+      loss->set_dns_dropped(loss->dns_dropped() + l.dns_dropped());
       *merged.mutable_end_time() = seg.end_time();
       merged.set_complete(seg.complete());
       const std::string& guard_before =
@@ -104,6 +111,8 @@ v1::RolloutRecord MergeRecordSegments(
           w.kind() == v1::WARNING_OVERFLOW ||
           w.kind() == v1::WARNING_GUARD_EVENTS_LOST ||
           w.kind() == v1::WARNING_GUARD_DECODE_ERRORS ||
+          w.kind() == v1::WARNING_DNS_OVERFLOW ||
+          w.kind() == v1::WARNING_DNS_DROPPED ||
           w.kind() == v1::WARNING_COUNTERS_UNREAD) {
         continue;  // recomputed over the merged loss
       }

@@ -23,8 +23,8 @@ struct RecordSegment {
   int64_t handed_over_unix_ns = 0;
 };
 
-// One segment: that record. Several: the timeline, attempts and guard
-// events of all of them, the kernel's counters of the last (they outlive
+// One segment: that record. Several: the timeline, attempts, DNS queries and
+// guard events of all of them, the kernel's counters of the last (they outlive
 // the processes), the reader-side counts summed, a WARNING_HANDOVER per
 // gap, and the balance checked again over the whole. A merged record is
 // lossy: nothing proves a gap whole.

@@ -6,6 +6,7 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "sandfence/version.h"
@@ -66,6 +67,25 @@ std::string SocketTypeName(uint8_t type) {
       return "seqpacket";
   }
   return absl::StrCat("type ", type);
+}
+
+// Text from outside (a DNS name, a verdict) as the record keeps it: proto3
+// strings must be UTF-8 or the record would not parse back, and a person
+// reads them, so every byte outside printable ASCII becomes \DDD, the
+// zone-file escape the DNS filter writes names in (its own escapes pass
+// through as they are). At most max bytes.
+std::string Printable(absl::string_view text, size_t max, bool lower) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && out.size() < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(lower ? absl::ascii_tolower(c) : static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, "\\", c / 100, (c / 10) % 10, c % 10);
+    }
+  }
+  if (out.size() > max) out.resize(max);
+  return out;
 }
 
 v1::RecordJournalEntry PhaseMark(uint32_t index, v1::PhaseSpan span) {
@@ -247,7 +267,8 @@ RolloutRecorder::RolloutRecorder(std::string path, uint64_t cgroup_id,
       policy_(std::move(policy)),
       options_(std::move(options)),
       journal_(std::move(journal)),
-      folder_(options_.max_entries) {
+      folder_(options_.max_entries),
+      dns_folder_(options_.max_dns_entries) {
   last_flush_mono_ns_ = last_snapshot_mono_ns_ = MonoNs();
 }
 
@@ -374,6 +395,67 @@ bool RolloutRecorder::Add(const NetEvent& event) {
   return true;
 }
 
+v1::DnsQuery RolloutRecorder::ToDnsQuery(const DnsFoldedEntry& f) const {
+  v1::DnsQuery q;
+  *q.mutable_first_time() = UnixNsToTimestamp(f.first_unix_ns);
+  *q.mutable_last_time() = UnixNsToTimestamp(f.last_unix_ns);
+  q.set_count(f.count);
+  q.set_phase(timeline_[f.phase_index].name);
+  q.set_phase_index(f.phase_index);
+  q.set_verdict(f.verdict);
+  q.set_rcode(f.rcode);
+  q.set_transport(f.transport);
+  q.set_unreplied(f.unreplied);
+  if (f.overflow) {
+    q.set_overflow(true);
+    return q;
+  }
+  q.set_name(f.name);
+  q.set_type(f.type);
+  q.set_type_name(DnsTypeName(f.type));
+  for (const IpAddress& a : f.addresses) q.add_address(a.ToString());
+  q.set_addresses_more(f.addresses_more);
+  q.set_matched(f.matched);
+  q.set_detail(f.detail);
+  return q;
+}
+
+bool RolloutRecorder::AddDnsQuery(const DnsQueryInfo& query) {
+  // Bounds: a DNS name in text form is at most 1004 bytes with every byte
+  // escaped; the rest is the filter's own short text.
+  DnsQueryInfo q;
+  q.name = Printable(query.name, 1024, /*lower=*/true);
+  q.type = query.type;
+  q.verdict =
+      query.verdict.empty() ? "unknown" : Printable(query.verdict, 64, false);
+  q.rcode = query.rcode;
+  q.replied = query.replied;
+  q.transport = Printable(query.transport, 16, /*lower=*/true);
+  q.addresses = query.addresses;
+  q.matched = Printable(query.matched, 1024, false);
+  q.detail = Printable(query.detail, 1024, false);
+
+  absl::MutexLock lock(&mu_);
+  if (finalized_) return false;
+  if (journal_.failed()) {
+    ++dns_dropped_;
+    return true;
+  }
+  const uint32_t span = SpanFor(query.generation);
+  const uint64_t boot_ns =
+      query.boot_ns != 0 ? query.boot_ns : clock_.NowBootNs();
+  DnsQueryFolder::Result r = dns_folder_.Add(q, span, clock_.ToUnixNs(boot_ns));
+  if (r.added) {
+    v1::RecordJournalEntry e;
+    e.mutable_dns_query()->set_id(r.id);
+    *e.mutable_dns_query()->mutable_query() =
+        ToDnsQuery(dns_folder_.entry(r.id));
+    journal_.Append(e);
+  }
+  MaybeFlushLocked().IgnoreError();  // sticky: Finalize reports it
+  return true;
+}
+
 void RolloutRecorder::SetGuardEnforcement(absl::string_view mode) {
   absl::MutexLock lock(&mu_);
   if (finalized_) return;
@@ -412,6 +494,7 @@ void RolloutRecorder::AddWarning(v1::WarningKind kind, std::string text) {
 }
 
 void RolloutRecorder::AppendCounts() {
+  AppendDnsCounts();
   std::vector<uint32_t> dirty = folder_.TakeDirty();
   if (dirty.empty()) return;
   v1::RecordJournalEntry e;
@@ -424,6 +507,26 @@ void RolloutRecorder::AppendCounts() {
     *c->mutable_last_time() = UnixNsToTimestamp(f.last_unix_ns);
     c->set_last_pid(f.last_pid);
     c->set_last_tgid(f.last_tgid);
+  }
+  journal_.Append(e);
+}
+
+void RolloutRecorder::AppendDnsCounts() {
+  std::vector<uint32_t> dirty = dns_folder_.TakeDirty();
+  if (dirty.empty()) return;
+  v1::RecordJournalEntry e;
+  v1::DnsQueryCounts* counts = e.mutable_dns_counts();
+  for (uint32_t id : dirty) {
+    const DnsFoldedEntry& f = dns_folder_.entry(id);
+    v1::DnsQueryCount* c = counts->add_count();
+    c->set_id(id);
+    c->set_count(f.count);
+    *c->mutable_last_time() = UnixNsToTimestamp(f.last_unix_ns);
+    c->set_rcode(f.rcode);
+    c->set_transport(f.transport);
+    for (const IpAddress& a : f.addresses) c->add_address(a.ToString());
+    c->set_addresses_more(f.addresses_more);
+    c->set_unreplied(f.unreplied);
   }
   journal_.Append(e);
 }
@@ -441,6 +544,9 @@ v1::LossAccounting RolloutRecorder::Loss() const {
   loss.set_reader_dropped(reader_dropped_);
   loss.set_overflowed(folder_.overflowed());
   loss.set_guard_events_recorded(guard_recorded_);
+  loss.set_dns_queries(dns_folder_.total());
+  loss.set_dns_overflowed(dns_folder_.overflowed());
+  loss.set_dns_dropped(dns_dropped_);
   return loss;
 }
 
@@ -515,6 +621,7 @@ absl::StatusOr<RecordOutcome> RolloutRecorder::Finalize(
     out.warnings.push_back(w.text());
   }
   out.entries = folder_.size();
+  out.dns_entries = dns_folder_.size();
   out.bytes = journal_.bytes_written();
   return out;
 }

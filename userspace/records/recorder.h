@@ -2,7 +2,8 @@
 //
 // RolloutRecorder writes one rollout's record file: the header when it is
 // created, phase marks as the rollout moves on, folded network attempts
-// (records/folding.h) as events arrive, periodic count updates and loss
+// (records/folding.h) as events arrive, folded DNS queries as the sandbox's
+// DNS filter decides them (AddDnsQuery), periodic count updates and loss
 // snapshots, and the trailer with the final loss accounting. RecordRouter
 // sits behind one NetEventReader and hands each event to the recorder of
 // the sandbox that judged it; several rollouts may be open at once.
@@ -53,6 +54,8 @@ struct RolloutInfo {
 struct RecorderOptions {
   // Folded entries per record; past it, attempts go to overflow entries.
   size_t max_entries = 10000;
+  // The same for DNS queries, a table of their own.
+  size_t max_dns_entries = 10000;
   // How often buffered entries and count updates reach the file while
   // events arrive (and at Tick()): a crash loses at most this much.
   absl::Duration flush_interval = absl::Milliseconds(200);
@@ -90,6 +93,7 @@ struct RecordOutcome {
   bool lossy = false;
   std::vector<std::string> warnings;  // as `records show` would print them
   size_t entries = 0;                 // folded entries in the record
+  size_t dns_entries = 0;             // folded DNS entries in the record
   uint64_t bytes = 0;                 // size of the record file
 };
 
@@ -122,6 +126,12 @@ class RolloutRecorder {
   // caller counts it elsewhere).
   bool Add(const NetEvent& event);
 
+  // Folds one DNS query into the record (DnsQueryInfo: records/folding.h),
+  // in the span of its generation as for events. Strings are made safe for
+  // the record (printable ASCII, bounded); an empty verdict is recorded as
+  // "unknown". False if already finalized (the caller counts it elsewhere).
+  bool AddDnsQuery(const DnsQueryInfo& query);
+
   // Process-guard reports (filled by the guard module; phase set here).
   void SetGuardEnforcement(absl::string_view mode);  // "lsm", "signal", "off"
   void AddGuardEntry(v1::GuardEntry entry);
@@ -151,7 +161,12 @@ class RolloutRecorder {
   void EndSpan(uint64_t boot_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::NetAttempt ToAttempt(const FoldedEntry& f) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::DnsQuery ToDnsQuery(const DnsFoldedEntry& f) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The count updates of the entries folded into since the last call
+  // (attempts and DNS queries).
   void AppendCounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendDnsCounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::LossAccounting Loss() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FlushLocked(bool sync, bool snapshot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -166,11 +181,13 @@ class RolloutRecorder {
   mutable absl::Mutex mu_;
   RecordJournal journal_ ABSL_GUARDED_BY(mu_);
   AttemptFolder folder_ ABSL_GUARDED_BY(mu_);
+  DnsQueryFolder dns_folder_ ABSL_GUARDED_BY(mu_);
   std::vector<Span> timeline_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, uint32_t> span_of_generation_
       ABSL_GUARDED_BY(mu_);
   std::optional<SandboxCounters> last_counters_ ABSL_GUARDED_BY(mu_);
   uint64_t reader_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t dns_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t guard_recorded_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_flush_mono_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_snapshot_mono_ns_ ABSL_GUARDED_BY(mu_) = 0;

@@ -312,6 +312,101 @@ void Attempts(const v1::RolloutRecord& r, v1::Verdict verdict,
   absl::StrAppend(out, t.Render("  "));
 }
 
+bool HasDns(const v1::RolloutRecord& r) {
+  const v1::LossAccounting& l = r.loss();
+  return r.dns_query_size() > 0 || l.dns_queries() > 0 ||
+         l.dns_overflowed() > 0 || l.dns_dropped() > 0;
+}
+
+std::string RcodeName(uint32_t rcode) {
+  switch (rcode) {
+    case 0:
+      return "NOERROR";
+    case 1:
+      return "FORMERR";
+    case 2:
+      return "SERVFAIL";
+    case 3:
+      return "NXDOMAIN";
+    case 4:
+      return "NOTIMP";
+    case 5:
+      return "REFUSED";
+  }
+  return absl::StrCat("RCODE", rcode);
+}
+
+std::string Reply(const v1::DnsQuery& q) {
+  if (q.unreplied() >= q.count() && q.count() > 0) return "no reply";
+  std::string out = RcodeName(q.rcode());
+  if (q.unreplied() > 0)
+    absl::StrAppend(&out, ", ", q.unreplied(), " no reply");
+  return out;
+}
+
+std::string Addresses(const v1::DnsQuery& q) {
+  if (q.address_size() == 0 && q.addresses_more() == 0) return "-";
+  std::string out = absl::StrJoin(q.address(), ", ");
+  if (q.addresses_more() > 0) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "+", q.addresses_more(),
+                    " more");
+  }
+  return out;
+}
+
+// The DNS section: one row per folded entry, by phase span, then first time.
+// Absent from records without DNS queries, which print as they always did.
+void Dns(const v1::RolloutRecord& r, std::string* out) {
+  if (!HasDns(r)) return;
+  std::vector<const v1::DnsQuery*> rows;
+  uint64_t total = 0, overflowed = 0;
+  std::set<std::string> names;
+  for (const v1::DnsQuery& q : r.dns_query()) {
+    rows.push_back(&q);
+    total += q.count();
+    if (q.overflow()) {
+      overflowed += q.count();
+    } else {
+      names.insert(q.name());
+    }
+  }
+  std::stable_sort(
+      rows.begin(), rows.end(),
+      [](const v1::DnsQuery* a, const v1::DnsQuery* b) {
+        return std::make_tuple(a->phase_index(), ToTime(a->first_time())) <
+               std::make_tuple(b->phase_index(), ToTime(b->first_time()));
+      });
+  absl::StrAppend(out, "\ndns: ", Plural(total, "query", "queries"));
+  if (overflowed > 0) {
+    absl::StrAppend(out, "; ", total - overflowed, " for ",
+                    Plural(names.size(), "name", "names"), ", ", overflowed,
+                    " in overflow entries (names not kept)\n");
+  } else {
+    absl::StrAppend(out, " for ", Plural(names.size(), "name", "names"), "\n");
+  }
+  if (rows.empty()) return;
+  Table t({"phase", "name", "type", "verdict", "queries", "first", "last",
+           "reply", "matched", "addresses"},
+          {false, false, false, false, true});
+  for (const v1::DnsQuery* q : rows) {
+    std::string name = q->name();
+    if (q->overflow()) {
+      name = "(overflow: names not kept)";
+    } else if (name.empty()) {
+      name = "(question not parsed)";
+    }
+    t.Add({q->phase(), name,
+           q->overflow()            ? "*"
+           : q->type_name().empty() ? absl::StrCat("TYPE", q->type())
+                                    : q->type_name(),
+           q->verdict(), absl::StrCat(q->count()), Relative(r, q->first_time()),
+           Relative(r, q->last_time()), Reply(*q),
+           q->matched().empty() ? "-" : q->matched(),
+           q->overflow() ? "-" : Addresses(*q)});
+  }
+  absl::StrAppend(out, t.Render("  "));
+}
+
 void Guard(const v1::RolloutRecord& r, std::string* out) {
   absl::StrAppend(out, "\nguard events: ", r.guard_event_size(), "\n");
   if (r.guard_event_size() == 0) return;
@@ -369,6 +464,12 @@ void Losses(const v1::RolloutRecord& r, std::string* out) {
                       l.guard_events_lost(), " lost in the kernel, ",
                       Plural(l.guard_decode_errors(), "undecodable record",
                              "undecodable records"))});
+  if (HasDns(r)) {
+    t.Add({"dns", absl::StrCat(Plural(l.dns_queries(), "query", "queries"),
+                               " recorded, ", l.dns_overflowed(),
+                               " in overflow entries, ", l.dns_dropped(),
+                               " dropped by the reader")});
+  }
   absl::StrAppend(out, t.Render("  "));
 }
 
@@ -380,6 +481,7 @@ std::string FormatRecordText(const v1::RolloutRecord& record) {
   Phases(record, &out);
   Attempts(record, v1::VERDICT_DENY, &out);
   Attempts(record, v1::VERDICT_ALLOW, &out);
+  Dns(record, &out);
   Guard(record, &out);
   Losses(record, &out);
   return out;

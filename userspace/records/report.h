@@ -14,8 +14,9 @@ namespace sandfence {
 // The readable report: the rollout's metadata, the state of the record
 // (complete, lossy) and its warnings, the enforcement modes, the phase
 // timeline, a table of denied destinations with counts, the allowed
-// destinations, guard events and the loss accounting. Times in the tables
-// are relative to the rollout's start. Ends in '\n'.
+// destinations, the DNS queries (when there are any), guard events and the
+// loss accounting. Times in the tables are relative to the rollout's start.
+// Ends in '\n'.
 std::string FormatRecordText(const v1::RolloutRecord& record);
 
 // The record as canonical JSON (every field printed, defaults included, so
