@@ -12,6 +12,7 @@ absl::StatusOr<RecordOutcome> RecordGymRollout(const std::string& path,
   auto kernel = std::make_shared<SandboxCounters>();
   RecorderOptions options;
   options.max_entries = run.max_entries;
+  options.max_dns_entries = run.max_dns_entries;
   options.flush_interval = absl::ZeroDuration();  // deterministic bytes
   options.loss_snapshot_interval = absl::InfiniteDuration();
   options.sync = false;
@@ -118,10 +119,100 @@ absl::StatusOr<RecordOutcome> RecordGymRollout(const std::string& path,
         .boot_ns = Ms(5000)},
        2);
 
+  auto dns = [&](DnsQueryInfo q, int times = 1) {
+    for (int i = 0; i < times; ++i) {
+      (*rec)->AddDnsQuery(q);
+      q.boot_ns += 250000000;  // 250 ms apart
+    }
+  };
+  const IpAddress model = *IpAddress::Parse("192.0.2.10");
+  if (run.dns) {
+    dns({.boot_ns = Ms(2010),
+         .generation = 2,
+         .name = "api.model.test",
+         .type = 1,
+         .verdict = "allowed",
+         .transport = "udp",
+         .addresses = {model},
+         .matched = "api.model.test",
+         .detail = "allowed by api.model.test"},
+        5);
+    dns({.boot_ns = Ms(2011),
+         .generation = 2,
+         .name = "api.model.test",
+         .type = 28,
+         .verdict = "allowed",
+         .transport = "udp",
+         .matched = "api.model.test",
+         .detail = "allowed by api.model.test"},
+        5);
+    DnsQueryInfo tool = {.boot_ns = Ms(2500),
+                         .generation = 2,
+                         .name = "x.tool.test",
+                         .type = 65,
+                         .verdict = "allowed",
+                         .transport = "udp",
+                         .addresses = {*IpAddress::Parse("192.0.2.20")},
+                         .matched = "*.tool.test",
+                         .detail = "allowed by *.tool.test"};
+    dns(tool);
+    tool.boot_ns = Ms(2600);
+    tool.transport = "tcp";  // truncated over UDP, asked again over TCP
+    tool.addresses.push_back(*IpAddress::Parse("2001:db8::20"));
+    dns(tool);
+    dns({.boot_ns = Ms(3100),
+         .generation = 2,
+         .name = "c2vjcmv0.exfil.test",
+         .type = 16,
+         .verdict = "blocked",
+         .rcode = 3,
+         .transport = "udp",
+         .detail = "no name rule matches"},
+        4);
+    dns({.boot_ns = Ms(3200),
+         .generation = 2,
+         .verdict = "malformed",
+         .rcode = 1,
+         .transport = "udp",
+         .detail = "question section cut short"});
+    dns({.boot_ns = Ms(3300),
+         .generation = 2,
+         .name = "flood.test",
+         .type = 1,
+         .verdict = "rate_limited",
+         .replied = false,
+         .transport = "udp",
+         .detail = "over 2000 queries per second"},
+        3);
+  }
+
   // verify: model only; no allows recorded.
   time.Set(Ms(10000));
   if (absl::Status s = (*rec)->BeginPhase("verify"); !s.ok()) return s;
+  if (run.dns) {
+    // Decided in agent just before the switch, handed over just after it.
+    dns({.boot_ns = Ms(9990),
+         .generation = 2,
+         .name = "c2vjcmv0.exfil.test",
+         .type = 16,
+         .verdict = "blocked",
+         .rcode = 3,
+         .transport = "udp",
+         .detail = "no name rule matches"});
+  }
   (*rec)->BindGeneration(3);
+  if (run.dns) {
+    dns({.boot_ns = Ms(10100),
+         .generation = 3,
+         .name = "api.model.test",
+         .type = 1,
+         .verdict = "allowed",
+         .transport = "udp",
+         .addresses = {model},
+         .matched = "api.model.test",
+         .detail = "allowed by api.model.test"},
+        2);
+  }
   unreported(2);
   send({.comm = "pytest", .tgid = 400, .generation = 3, .boot_ns = Ms(10500)});
 

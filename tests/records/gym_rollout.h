@@ -1,7 +1,8 @@
 // One synthetic rollout through the whole recording path (router, recorder,
 // journal): three phases, allowed and denied attempts of several kinds, an
 // event read after the phase that judged it ended, and an event for another
-// sandbox. Deterministic byte for byte, so its report is a golden file.
+// sandbox; optionally DNS queries of every kind. Deterministic byte for byte,
+// so its report is a golden file.
 #ifndef SANDFENCE_TESTS_RECORDS_GYM_ROLLOUT_H_
 #define SANDFENCE_TESTS_RECORDS_GYM_ROLLOUT_H_
 
@@ -21,7 +22,15 @@ struct GymRun {
   uint64_t events_lost = 0;
   uint64_t decode_errors = 0;
   bool read_counters = true;  // give the kernel counters at the end
+  // Also the DNS queries a filtered agent phase would decide (kGymDns*).
+  bool dns = false;
+  size_t max_dns_entries = 10000;
 };
+
+// The DNS queries of the gym rollout with dns: true, and the entries they
+// fold into.
+inline constexpr uint64_t kGymDnsQueries = 23;
+inline constexpr int kGymDnsEntries = 7;
 
 // What the kernel counted in the gym rollout (events_lost aside).
 inline constexpr uint64_t kGymAllowed = 14;

@@ -178,6 +178,9 @@ TEST_F(JournalTest, EveryKindOfLossMakesTheRecordLossy) {
       {"kernel counters never read",
        {.read_counters = false},
        "counters were not read"},
+      {"DNS folding table overflowed",
+       {.dns = true, .max_dns_entries = 2},
+       "DNS queries past the folding table's capacity"},
   };
   for (const Case& c : cases) {
     const std::string path = Path(absl::StrCat(c.name, ".sfrec"));
@@ -342,6 +345,202 @@ TEST_F(JournalTest, ARecordIsNeverWrittenOverUnlessAsked) {
 TEST_F(JournalTest, AnUnreadableFileIsAnErrnoError) {
   auto r = ReadRecordFile(Path("missing.sfrec"));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+}
+
+const v1::DnsQuery* FindDns(const v1::RolloutRecord& r, absl::string_view phase,
+                            absl::string_view name, absl::string_view type) {
+  for (const v1::DnsQuery& q : r.dns_query()) {
+    if (q.phase() == phase && q.name() == name && q.type_name() == type) {
+      return &q;
+    }
+  }
+  return nullptr;
+}
+
+TEST_F(JournalTest, DnsQueriesReadBackWholeInThePhaseThatDecidedThem) {
+  const std::string path = Path("gym-dns.sfrec");
+  auto outcome = RecordGymRollout(path, {.dns = true});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_FALSE(outcome->lossy) << absl::StrJoin(outcome->warnings, "\n");
+  EXPECT_EQ(outcome->dns_entries, static_cast<size_t>(kGymDnsEntries));
+  EXPECT_EQ(outcome->loss.dns_queries(), kGymDnsQueries);
+
+  auto r = ReadRecordFile(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->complete());
+  EXPECT_FALSE(r->lossy()) << Warnings(*r);
+  ASSERT_EQ(r->dns_query_size(), kGymDnsEntries);
+  uint64_t sum = 0;
+  for (const v1::DnsQuery& q : r->dns_query()) sum += q.count();
+  EXPECT_EQ(sum, kGymDnsQueries);
+  EXPECT_EQ(r->loss().dns_queries(), kGymDnsQueries);
+  EXPECT_EQ(r->loss().dns_overflowed(), 0u);
+  EXPECT_EQ(r->loss().dns_dropped(), 0u);
+  // The network attempts are what they were without DNS.
+  EXPECT_EQ(r->loss().events_recorded(), kGymEvents);
+
+  const v1::DnsQuery* a = FindDns(*r, "agent", "api.model.test", "A");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->count(), 5u);
+  EXPECT_EQ(a->type(), 1u);
+  EXPECT_EQ(a->verdict(), "allowed");
+  EXPECT_EQ(a->rcode(), 0u);
+  EXPECT_EQ(a->transport(), "udp");
+  EXPECT_EQ(std::vector<std::string>(a->address().begin(), a->address().end()),
+            std::vector<std::string>{"192.0.2.10"});
+  EXPECT_EQ(a->matched(), "api.model.test");
+  EXPECT_EQ(a->phase_index(), 1u);
+  EXPECT_EQ(TimestampToUnixNs(a->first_time()),
+            kWallAtBoot1000s + 2010LL * 1000000);
+  EXPECT_EQ(TimestampToUnixNs(a->last_time()),
+            kWallAtBoot1000s + (2010LL + 4 * 250) * 1000000);
+  const v1::DnsQuery* aaaa = FindDns(*r, "agent", "api.model.test", "AAAA");
+  ASSERT_NE(aaaa, nullptr);
+  EXPECT_EQ(aaaa->count(), 5u);
+  EXPECT_EQ(aaaa->address_size(), 0);
+  // An answer over UDP, then the same question over TCP with one more
+  // address: one entry, both transports, the union of the addresses (the
+  // count update carries them).
+  const v1::DnsQuery* tool = FindDns(*r, "agent", "x.tool.test", "HTTPS");
+  ASSERT_NE(tool, nullptr);
+  EXPECT_EQ(tool->count(), 2u);
+  EXPECT_EQ(tool->transport(), "udp,tcp");
+  EXPECT_EQ(
+      std::vector<std::string>(tool->address().begin(), tool->address().end()),
+      (std::vector<std::string>{"192.0.2.20", "2001:db8::20"}));
+  EXPECT_EQ(tool->matched(), "*.tool.test");
+  // Decided in agent, handed over after verify began: it stays in agent.
+  const v1::DnsQuery* exfil =
+      FindDns(*r, "agent", "c2vjcmv0.exfil.test", "TXT");
+  ASSERT_NE(exfil, nullptr);
+  EXPECT_EQ(exfil->count(), 5u);
+  EXPECT_EQ(exfil->verdict(), "blocked");
+  EXPECT_EQ(exfil->rcode(), 3u);
+  EXPECT_EQ(exfil->detail(), "no name rule matches");
+  EXPECT_EQ(FindDns(*r, "verify", "c2vjcmv0.exfil.test", "TXT"), nullptr);
+  const v1::DnsQuery* bad = FindDns(*r, "agent", "", "TYPE0");
+  ASSERT_NE(bad, nullptr);
+  EXPECT_EQ(bad->verdict(), "malformed");
+  EXPECT_EQ(bad->rcode(), 1u);
+  const v1::DnsQuery* flood = FindDns(*r, "agent", "flood.test", "A");
+  ASSERT_NE(flood, nullptr);
+  EXPECT_EQ(flood->verdict(), "rate_limited");
+  EXPECT_EQ(flood->unreplied(), 3u);
+  const v1::DnsQuery* later = FindDns(*r, "verify", "api.model.test", "A");
+  ASSERT_NE(later, nullptr);
+  EXPECT_EQ(later->count(), 2u);
+  EXPECT_EQ(later->phase_index(), 2u);
+}
+
+TEST_F(JournalTest, DnsQueriesFlushedBeforeACrashSurviveIt) {
+  // A crash is the recorder gone without Finalize: what reached the file
+  // stays, what was still buffered is lost, and the record says it is not
+  // whole.
+  const std::string path = Path("crash.sfrec");
+  FakeTime time;
+  RecorderOptions o;
+  o.sync = false;
+  o.flush_interval = absl::InfiniteDuration();  // only explicit flushes
+  auto rec =
+      RolloutRecorder::Create(path, GymInfo(), GymPolicy(), time.clock(), o);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_TRUE((*rec)->BeginPhase("agent").ok());
+  (*rec)->BindGeneration(2);
+  DnsQueryInfo q = {.boot_ns = Ms(10),
+                    .generation = 2,
+                    .name = "api.model.test",
+                    .type = 1,
+                    .verdict = "allowed",
+                    .transport = "udp",
+                    .addresses = {*IpAddress::Parse("192.0.2.10")}};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*rec)->AddDnsQuery(q));
+  q.addresses = {*IpAddress::Parse("192.0.2.11")};
+  ASSERT_TRUE((*rec)->AddDnsQuery(q));
+  // A phase change flushes: these four are on disk from here on.
+  ASSERT_TRUE((*rec)->BeginPhase("verify").ok());
+  (*rec)->BindGeneration(3);
+  // Buffered only: a fifth of the same, and a new name.
+  q.generation = 3;
+  ASSERT_TRUE((*rec)->AddDnsQuery(q));
+  q.name = "unflushed.test";
+  ASSERT_TRUE((*rec)->AddDnsQuery(q));
+  rec->reset();  // the crash
+
+  auto r = ReadRecordFile(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->complete());
+  EXPECT_TRUE(r->lossy());
+  ASSERT_EQ(r->dns_query_size(), 1) << "the unflushed entries are gone";
+  const v1::DnsQuery& d = r->dns_query(0);
+  EXPECT_EQ(d.phase(), "agent");
+  EXPECT_EQ(d.count(), 4u);
+  EXPECT_EQ(std::vector<std::string>(d.address().begin(), d.address().end()),
+            (std::vector<std::string>{"192.0.2.10", "192.0.2.11"}));
+  EXPECT_EQ(r->loss().dns_queries(), 4u) << "the best knowledge: the entries";
+}
+
+// Writes a journal of hand-made entries after the gym rollout's header.
+std::string HandMadeJournal(
+    const std::string& gym_bytes,
+    const std::vector<v1::RecordJournalEntry>& entries) {
+  const std::vector<size_t> offsets = EntryOffsets(gym_bytes);
+  std::string out = gym_bytes.substr(0, offsets[1]);  // the header
+  for (const v1::RecordJournalEntry& e : entries) {
+    std::string body = e.SerializeAsString();
+    uint8_t prefix[10];
+    uint8_t* end =
+        google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(
+            static_cast<uint32_t>(body.size()), prefix);
+    out.append(reinterpret_cast<const char*>(prefix), end - prefix);
+    out += body;
+  }
+  return out;
+}
+
+TEST_F(JournalTest, DnsEntriesThatDoNotFitAndAnImbalanceAreReported) {
+  const std::string path = Path("gym.sfrec");
+  ASSERT_TRUE(RecordGymRollout(path, {}).ok());
+  const std::string gym = ReadAll(path);
+
+  std::vector<v1::RecordJournalEntry> entries(5);
+  v1::DnsQuery* q = entries[0].mutable_dns_query()->mutable_query();
+  entries[0].mutable_dns_query()->set_id(0);
+  q->set_name("a.test");
+  q->set_count(1);
+  entries[1].mutable_dns_query()->set_id(5);  // out of order
+  entries[1].mutable_dns_query()->mutable_query()->set_count(7);
+  v1::DnsQueryCount* c = entries[2].mutable_dns_counts()->add_count();
+  c->set_id(0);
+  c->set_count(2);
+  c->add_address("192.0.2.1");
+  c->set_transport("tcp");
+  entries[3].mutable_dns_counts()->add_count()->set_id(9);  // unknown
+  v1::LossAccounting* loss = entries[4].mutable_trailer()->mutable_loss();
+  loss->set_kernel_counters_read(true);
+  loss->set_dns_queries(3);  // one more than the entries count
+
+  auto r = ReadRecord(HandMadeJournal(gym, entries));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->complete());
+  ASSERT_EQ(r->dns_query_size(), 1);
+  EXPECT_EQ(r->dns_query(0).count(), 2u);
+  EXPECT_EQ(r->dns_query(0).transport(), "tcp");
+  EXPECT_EQ(r->dns_query(0).address_size(), 1);
+  EXPECT_TRUE(HasWarning(*r, "dns query 5 out of order (expected 1)"))
+      << Warnings(*r);
+  EXPECT_TRUE(HasWarning(*r, "count for unknown dns query 9")) << Warnings(*r);
+  EXPECT_TRUE(HasWarning(
+      *r, "the dns entries count 2 queries but the recorder received 3"))
+      << Warnings(*r);
+  EXPECT_TRUE(r->lossy());
+
+  // Balanced, the same record is whole.
+  loss->set_dns_queries(2);
+  entries.erase(entries.begin() + 1);
+  entries.erase(entries.begin() + 2);
+  r = ReadRecord(HandMadeJournal(gym, entries));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->lossy()) << Warnings(*r);
 }
 
 }  // namespace

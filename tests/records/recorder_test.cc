@@ -293,23 +293,221 @@ TEST_F(RecorderTest, AReaderThreadAndPhaseChangesTogether) {
 }
 
 TEST_F(RecorderTest, JsonParsesBackIntoTheSameRecord) {
-  const std::string path = Path("gym.sfrec");
-  ASSERT_TRUE(RecordGymRollout(path, {}).ok());
-  auto record = ReadRecordFile(path);
-  ASSERT_TRUE(record.ok());
-  auto json = FormatRecordJson(*record);
-  ASSERT_TRUE(json.ok()) << json.status();
-  v1::RolloutRecord parsed;
-  auto status = google::protobuf::util::JsonStringToMessage(*json, &parsed);
-  ASSERT_TRUE(status.ok()) << status.ToString();
-  EXPECT_TRUE(
-      google::protobuf::util::MessageDifferencer::Equals(parsed, *record));
-  // The canonical names jq users write.
-  for (const char* key : {"\"netAttempt\"", "\"timeline\"", "\"lossy\": false",
-                          "\"complete\": true", "\"verdict\": \"VERDICT_DENY\"",
-                          "\"allowedAs\": \"model.internal\""}) {
-    EXPECT_TRUE(absl::StrContains(*json, key)) << key;
+  for (const bool dns : {false, true}) {
+    const std::string path = Path(absl::StrCat("gym-", dns, ".sfrec"));
+    ASSERT_TRUE(RecordGymRollout(path, {.dns = dns}).ok());
+    auto record = ReadRecordFile(path);
+    ASSERT_TRUE(record.ok());
+    EXPECT_EQ(record->dns_query_size(), dns ? kGymDnsEntries : 0);
+    auto json = FormatRecordJson(*record);
+    ASSERT_TRUE(json.ok()) << json.status();
+    v1::RolloutRecord parsed;
+    auto status = google::protobuf::util::JsonStringToMessage(*json, &parsed);
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    EXPECT_TRUE(
+        google::protobuf::util::MessageDifferencer::Equals(parsed, *record))
+        << "dns " << dns;
+    // The canonical names jq users write.
+    std::vector<const char*> keys = {"\"netAttempt\"",
+                                     "\"timeline\"",
+                                     "\"lossy\": false",
+                                     "\"complete\": true",
+                                     "\"verdict\": \"VERDICT_DENY\"",
+                                     "\"allowedAs\": \"model.internal\"",
+                                     "\"dnsQuery\": ["};
+    if (dns) {
+      keys.insert(keys.end(),
+                  {"\"name\": \"api.model.test\"", "\"typeName\": \"HTTPS\"",
+                   "\"verdict\": \"blocked\"", "\"transport\": \"udp,tcp\"",
+                   "\"address\": [", "\"dnsQueries\": \"23\""});
+    }
+    for (const char* key : keys) {
+      EXPECT_TRUE(absl::StrContains(*json, key))
+          << "dns " << dns << ": " << key;
+    }
   }
+}
+
+TEST_F(RecorderTest, DnsQueriesLandInThePhaseWhoseGenerationJudgedThem) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  RolloutRecorder& r = **rec;
+  auto query = [](uint32_t generation) {
+    return DnsQueryInfo{.boot_ns = Ms(1),
+                        .generation = generation,
+                        .name = "api.model.test",
+                        .type = 1,
+                        .verdict = "allowed"};
+  };
+  ASSERT_TRUE(r.BeginPhase("agent").ok());
+  r.BindGeneration(7);
+  ASSERT_TRUE(r.AddDnsQuery(query(7)));
+  ASSERT_TRUE(r.BeginPhase("verify").ok());
+  // Not bound yet: a query of the new generation goes to the newest span;
+  // one of the old generation stays in the old span.
+  ASSERT_TRUE(r.AddDnsQuery(query(8)));
+  ASSERT_TRUE(r.AddDnsQuery(query(7)));
+  r.BindGeneration(8);
+  ASSERT_TRUE(r.AddDnsQuery(query(8)));
+  ASSERT_TRUE(r.AddDnsQuery(query(7)));
+  auto outcome = r.Finalize({.kernel = SandboxCounters{}});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_FALSE(outcome->lossy) << absl::StrJoin(outcome->warnings, "\n");
+  EXPECT_EQ(outcome->loss.dns_queries(), 5u);
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->dns_query_size(), 2);
+  EXPECT_EQ(read->dns_query(0).phase(), "agent");
+  EXPECT_EQ(read->dns_query(0).count(), 3u);
+  EXPECT_EQ(read->dns_query(1).phase(), "verify");
+  EXPECT_EQ(read->dns_query(1).phase_index(), 1u);
+  EXPECT_EQ(read->dns_query(1).count(), 2u);
+  EXPECT_FALSE(r.AddDnsQuery(query(8))) << "finalized: the caller counts it";
+}
+
+TEST_F(RecorderTest, BadDnsInputIsRecordedSafelyNeverACrash) {
+  struct Case {
+    const char* name;
+    DnsQueryInfo query;
+    const char* recorded_name;
+    const char* recorded_verdict;
+  };
+  const Case cases[] = {
+      {"an empty verdict", {.name = "a.test", .type = 1}, "a.test", "unknown"},
+      {"upper case folds with lower case",
+       {.name = "API.Model.TEST", .type = 1, .verdict = "allowed"},
+       "api.model.test",
+       "allowed"},
+      {"bytes that are not UTF-8 or not printable",
+       {.name = std::string("x\xff\x00y\n.test", 10),
+        .type = 1,
+        .verdict = "blo\x80"
+                   "cked"},
+       "x\\255\\000y\\010.test",
+       "blo\\128cked"},
+      {"the filter's own escapes pass through",
+       {.name = "a\\.b.test", .type = 16, .verdict = "blocked"},
+       "a\\.b.test",
+       "blocked"},
+      {"no question at all",
+       {.verdict = "malformed", .replied = false},
+       "",
+       "malformed"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = Path(absl::StrCat(c.name, ".sfrec"));
+    FakeTime time;
+    auto rec = RolloutRecorder::Create(path, GymInfo(), GymPolicy(),
+                                       time.clock(), Quiet());
+    ASSERT_TRUE(rec.ok()) << c.name;
+    // No BeginPhase: a misuse the recorder survives, as for events.
+    ASSERT_TRUE((*rec)->AddDnsQuery(c.query)) << c.name;
+    ASSERT_TRUE((*rec)->Finalize({.kernel = SandboxCounters{}}).ok()) << c.name;
+    auto read = ReadRecordFile(path);
+    ASSERT_TRUE(read.ok()) << c.name << ": " << read.status();
+    EXPECT_TRUE(read->complete()) << c.name << ": the record parses whole";
+    ASSERT_EQ(read->dns_query_size(), 1) << c.name;
+    EXPECT_EQ(read->dns_query(0).name(), c.recorded_name) << c.name;
+    EXPECT_EQ(read->dns_query(0).verdict(), c.recorded_verdict) << c.name;
+    EXPECT_FALSE(FormatRecordText(*read).empty()) << c.name;
+    EXPECT_TRUE(FormatRecordJson(*read).ok()) << c.name;
+  }
+  // However long the text, the entry stays bounded.
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("long.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  const std::string huge(1 << 20, '\x01');
+  ASSERT_TRUE((*rec)->AddDnsQuery({.name = huge,
+                                   .verdict = huge,
+                                   .transport = huge,
+                                   .matched = huge,
+                                   .detail = huge}));
+  ASSERT_TRUE((*rec)->Finalize({.kernel = SandboxCounters{}}).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(Path("long.sfrec").c_str(), &st), 0);
+  EXPECT_LT(st.st_size, 16 << 10);
+  auto read = ReadRecordFile(Path("long.sfrec"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->dns_query_size(), 1);
+  EXPECT_LE(read->dns_query(0).name().size(), 1024u);
+}
+
+TEST_F(RecorderTest, DnsOverflowIsCountedExactlyAndMakesTheRecordLossy) {
+  constexpr uint64_t kQueries = 100000;
+  constexpr size_t kCap = 100;
+  FakeTime time;
+  RecorderOptions o = Quiet();
+  o.max_dns_entries = kCap;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), o);
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE((*rec)->BeginPhase("agent").ok());
+  for (uint64_t i = 0; i < kQueries; ++i) {
+    ASSERT_TRUE(
+        (*rec)->AddDnsQuery({.boot_ns = Ms(i / 100),
+                             .name = absl::StrCat("q", i % 1000, ".exfil.test"),
+                             .type = 16,
+                             .verdict = "blocked",
+                             .rcode = 3}));
+  }
+  auto outcome = (*rec)->Finalize({.kernel = SandboxCounters{}});
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_TRUE(outcome->lossy);
+  EXPECT_EQ(outcome->dns_entries, kCap + 1);
+  // The first kCap names fold; every other query is in the overflow entry.
+  const uint64_t overflowed = kQueries - kCap * (kQueries / 1000);
+  EXPECT_EQ(outcome->loss.dns_overflowed(), overflowed);
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->dns_query_size(), static_cast<int>(kCap + 1));
+  const v1::DnsQuery& over = read->dns_query(kCap);
+  EXPECT_TRUE(over.overflow());
+  EXPECT_EQ(over.count(), overflowed);
+  EXPECT_EQ(over.name(), "");
+  EXPECT_EQ(over.verdict(), "blocked");
+  uint64_t sum = 0;
+  for (const v1::DnsQuery& q : read->dns_query()) sum += q.count();
+  EXPECT_EQ(sum, kQueries);
+  EXPECT_EQ(read->loss().dns_queries(), kQueries);
+  EXPECT_TRUE(read->lossy());
+  bool warned = false;
+  for (const v1::RecordWarning& w : read->warning()) {
+    if (w.kind() == v1::WARNING_DNS_OVERFLOW) warned = true;
+    EXPECT_NE(w.kind(), v1::WARNING_IMBALANCE) << w.text();
+  }
+  EXPECT_TRUE(warned);
+}
+
+TEST_F(RecorderTest, DnsQueriesFromAnotherThreadWhilePhasesChange) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE((*rec)->BeginPhase("setup").ok());
+  constexpr int kQueries = 50000;
+  std::thread filter([&] {
+    for (int i = 0; i < kQueries; ++i) {
+      (*rec)->AddDnsQuery({.name = absl::StrCat("n", i % 5, ".test"),
+                           .type = 1,
+                           .verdict = "allowed"});
+    }
+  });
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE((*rec)->BeginPhase(i % 2 ? "agent" : "verify").ok());
+  }
+  filter.join();
+  auto outcome = (*rec)->Finalize({.kernel = SandboxCounters{}});
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_FALSE(outcome->lossy) << absl::StrJoin(outcome->warnings, "\n");
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok());
+  EXPECT_FALSE(read->lossy());
+  uint64_t sum = 0;
+  for (const v1::DnsQuery& q : read->dns_query()) sum += q.count();
+  EXPECT_EQ(sum, static_cast<uint64_t>(kQueries));
 }
 
 // A DNS-filtered phase survives the trip through the record's (and the

@@ -1,7 +1,7 @@
 // `sandfence records show` against golden files: the text report of a
-// complete record, of a lossy one and of one cut short, and the JSON of the
-// complete one. Set SANDFENCE_UPDATE_GOLDEN=1 to rewrite the golden files
-// after an intended change, then review the diff.
+// complete record, of a lossy one, of one cut short and of ones with DNS
+// queries, and the JSON of the complete one. Set SANDFENCE_UPDATE_GOLDEN=1 to
+// rewrite the golden files after an intended change, then review the diff.
 #include "records/report.h"
 
 #include <cstdlib>
@@ -81,6 +81,14 @@ TEST_F(ReportTest, ShowMatchesTheGoldenFiles) {
        false},
       {"show_cut_short.txt", {.finalize = false}, false, 7, false},
       {"show_cut_short.json", {.finalize = false}, true, 7, true},
+      // DNS queries: a section of their own and a line in the losses; the
+      // rest is show_complete.txt unchanged.
+      {"show_dns.txt", {.dns = true}, false, 0, false},
+      {"show_dns_overflow.txt",
+       {.dns = true, .max_dns_entries = 3},
+       false,
+       0,
+       false},
   };
   for (const GoldenCase& c : cases) {
     std::string path = Record(c.golden, c.run);

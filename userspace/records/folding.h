@@ -91,18 +91,23 @@ class AttemptFolder {
 // (userspace/dns) is not a dependency of records: its verdict arrives as text
 // (dns::VerdictName).
 struct DnsQueryInfo {
+  // Every member has an initializer, so that designated initializers may
+  // name only some (-Wmissing-field-initializers).
   uint64_t boot_ns = 0;     // CLOCK_BOOTTIME when it was decided; 0: now
   uint32_t generation = 0;  // of the policy that judged it (phase attribution)
-  std::string
-      name;  // text form, lower case; "" when the question did not parse
-  uint16_t type = 0;    // QTYPE (1 A, 28 AAAA, 65 HTTPS, ...)
-  std::string verdict;  // dns::VerdictName; "" is recorded as "unknown"
-  uint16_t rcode = 0;   // what the client got
+  // Text form, lower case; "" when the question did not parse.
+  std::string name{};
+  uint16_t type = 0;      // QTYPE (1 A, 28 AAAA, 65 HTTPS, ...)
+  std::string verdict{};  // dns::VerdictName; "" is recorded as "unknown"
+  uint16_t rcode = 0;     // what the client got
   bool replied = true;
-  std::string transport;             // "udp" or "tcp"
-  std::vector<IpAddress> addresses;  // learned from the answer (allowed only)
-  std::string matched;  // the policy pattern(s) that matched, comma-joined
-  std::string detail;   // why, for a person
+  std::string transport{};  // "udp" or "tcp"
+  // Learned from the answer (allowed only).
+  std::vector<IpAddress> addresses{};
+  // The policy pattern(s) that matched, comma-joined ("*.tool.test"); "" if
+  // none.
+  std::string matched{};
+  std::string detail{};  // why, for a person
 };
 
 // "A", "AAAA", "HTTPS", ...; "TYPE65534" for a type without a name here.

@@ -366,7 +366,7 @@ void Dns(const v1::RolloutRecord& r, std::string* out) {
     total += q.count();
     if (q.overflow()) {
       overflowed += q.count();
-    } else {
+    } else if (!q.name().empty()) {
       names.insert(q.name());
     }
   }
@@ -389,18 +389,18 @@ void Dns(const v1::RolloutRecord& r, std::string* out) {
            "reply", "matched", "addresses"},
           {false, false, false, false, true});
   for (const v1::DnsQuery* q : rows) {
-    std::string name = q->name();
+    std::string name = q->name(), type = q->type_name();
     if (q->overflow()) {
       name = "(overflow: names not kept)";
+      type = "*";
     } else if (name.empty()) {
       name = "(question not parsed)";
+      type = "-";
+    } else if (type.empty()) {
+      type = absl::StrCat("TYPE", q->type());
     }
-    t.Add({q->phase(), name,
-           q->overflow()            ? "*"
-           : q->type_name().empty() ? absl::StrCat("TYPE", q->type())
-                                    : q->type_name(),
-           q->verdict(), absl::StrCat(q->count()), Relative(r, q->first_time()),
-           Relative(r, q->last_time()), Reply(*q),
+    t.Add({q->phase(), name, type, q->verdict(), absl::StrCat(q->count()),
+           Relative(r, q->first_time()), Relative(r, q->last_time()), Reply(*q),
            q->matched().empty() ? "-" : q->matched(),
            q->overflow() ? "-" : Addresses(*q)});
   }
