@@ -543,5 +543,36 @@ TEST(PhasePolicy, DnsFilterRoundTripsAndBadGrantsAreRefused) {
       << back.status();
 }
 
+// A process names itself (prctl PR_SET_NAME) with any bytes. proto3 strings
+// must be UTF-8: unescaped, such a command made its entry unparseable, and
+// the reader stopped there, so an agent could cut its own record short.
+TEST_F(RecorderTest, ACommandThatIsNotUtf8CannotCutTheRecord) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE((*rec)->BeginPhase("agent").ok());
+  (*rec)->Add(MakeEvent({.comm = "cu\xff\xfe"}));
+  (*rec)->Add(MakeEvent({.port = 80}));
+  v1::GuardEntry g;
+  g.set_action("killed");
+  g.mutable_actor()->set_command("gdb\xc3");
+  g.mutable_target()->set_command("\x80");
+  g.set_detail("environ\xff");
+  (*rec)->AddGuardEntry(g);
+  auto outcome = (*rec)->Finalize({.kernel = SandboxCounters{.denied = 2}});
+  ASSERT_TRUE(outcome.ok());
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->complete()) << absl::StrJoin(WarningTexts(*read), "\n");
+  EXPECT_FALSE(read->lossy()) << absl::StrJoin(WarningTexts(*read), "\n");
+  ASSERT_EQ(read->net_attempt_size(), 2);
+  EXPECT_EQ(read->net_attempt(0).command(), "cu\\255\\254");
+  ASSERT_EQ(read->guard_event_size(), 1);
+  EXPECT_EQ(read->guard_event(0).actor().command(), "gdb\\195");
+  EXPECT_EQ(read->guard_event(0).target().command(), "\\128");
+  EXPECT_EQ(read->guard_event(0).detail(), "environ\\255");
+}
+
 }  // namespace
 }  // namespace sandfence::testing

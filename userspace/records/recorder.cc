@@ -361,7 +361,8 @@ v1::NetAttempt RolloutRecorder::ToAttempt(const FoldedEntry& f) const {
   a.set_last_tgid(f.last_tgid);
   a.set_uid(e.uid);
   a.set_gid(e.gid);
-  a.set_command(e.comm);
+  // Any bytes a process named itself: escaped, or the entry would not parse.
+  a.set_command(Printable(e.comm, 64, /*lower=*/false));
   const int policy_index = timeline_[f.phase_index].policy_index;
   if (e.rule_id != SF_NO_RULE && policy_index >= 0) {
     const CompiledPhase& phase = policy_.phases[policy_index];
@@ -476,6 +477,18 @@ void RolloutRecorder::AddGuardEntry(v1::GuardEntry entry) {
     entry.set_phase_index(static_cast<uint32_t>(timeline_.size() - 1));
     entry.set_phase(timeline_.back().name);
   }
+  // Commands (and a /proc entry's name) are any bytes a process chose: a
+  // string that is not UTF-8 would make the entry, and the rest of the
+  // record, unreadable.
+  if (entry.has_actor()) {
+    entry.mutable_actor()->set_command(
+        Printable(entry.actor().command(), 64, /*lower=*/false));
+  }
+  if (entry.has_target()) {
+    entry.mutable_target()->set_command(
+        Printable(entry.target().command(), 64, /*lower=*/false));
+  }
+  entry.set_detail(Printable(entry.detail(), 4096, /*lower=*/false));
   v1::RecordJournalEntry e;
   *e.mutable_guard_event() = std::move(entry);
   journal_.Append(e);
