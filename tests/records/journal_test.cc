@@ -14,6 +14,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "records/merged_record.h"
 #include "support/test_files.h"
 #include "tests/records/gym_rollout.h"
 #include "tests/records/records_test_util.h"
@@ -541,6 +542,32 @@ TEST_F(JournalTest, DnsEntriesThatDoNotFitAndAnImbalanceAreReported) {
   r = ReadRecord(HandMadeJournal(gym, entries));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->lossy()) << Warnings(*r);
+}
+
+// A rollout whose record spans two journals (a daemon died and another
+// adopted it): the DNS entries of both, their phases shifted to the merged
+// timeline, and the DNS counts summed so that they still balance.
+TEST_F(JournalTest, MergedSegmentsKeepEveryDnsQuery) {
+  std::vector<RecordSegment> segments(2);
+  for (int k = 0; k < 2; ++k) {
+    const std::string path = Path(absl::StrCat("seg", k, ".sfrec"));
+    ASSERT_TRUE(RecordGymRollout(path, {.dns = true}).ok());
+    auto r = ReadRecordFile(path);
+    ASSERT_TRUE(r.ok());
+    segments[k] = {path, *r, std::nullopt, kWallAtBoot1000s};
+  }
+  const v1::RolloutRecord merged = MergeRecordSegments(segments);
+  ASSERT_EQ(merged.dns_query_size(), 2 * kGymDnsEntries);
+  EXPECT_EQ(merged.loss().dns_queries(), 2 * kGymDnsQueries);
+  const v1::DnsQuery& later = merged.dns_query(kGymDnsEntries);
+  EXPECT_EQ(later.phase_index(),
+            segments[0].record.dns_query(0).phase_index() +
+                static_cast<uint32_t>(segments[0].record.timeline_size()));
+  EXPECT_EQ(merged.timeline(static_cast<int>(later.phase_index())).name(),
+            later.phase());
+  uint64_t sum = 0;
+  for (const v1::DnsQuery& q : merged.dns_query()) sum += q.count();
+  EXPECT_EQ(sum, merged.loss().dns_queries());
 }
 
 }  // namespace
