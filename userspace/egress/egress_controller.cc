@@ -379,6 +379,9 @@ absl::Status EgressController::Attach(int cgroup_fd, const CgroupRef& cgroup,
     if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   }
   for (const HookSpec& h : kHookSpecs) {
+    // The reply-side hooks come with a DNS filter target (SetDnsTarget):
+    // four link fds per sandbox that most sandboxes never need.
+    if (!h.enforcing) continue;
     absl::StatusOr<UniqueFd> link =
         AttachHook(cgroup_fd, id, cgroup.path, h.hook);
     if (!link.ok()) {
@@ -387,6 +390,35 @@ absl::Status EgressController::Attach(int cgroup_fd, const CgroupRef& cgroup,
     }
     state.links.push_back(*std::move(link));
   }
+  return absl::OkStatus();
+}
+
+absl::Status EgressController::AttachReplyHooks(uint64_t cgroup_id,
+                                                SandboxState& state) {
+  if (state.reply_hooks) return absl::OkStatus();
+  absl::StatusOr<std::string> path = CgroupPathOfId(cgroup_id);
+  if (!path.ok()) return path.status();
+  UniqueFd cg(::open(path->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!cg) return ErrnoError(errno, absl::StrCat("open ", *path));
+  std::vector<UniqueFd> links;
+  for (const HookSpec& h : kHookSpecs) {
+    if (h.enforcing) continue;
+    absl::StatusOr<UniqueFd> link =
+        AttachHook(cg.get(), cgroup_id, *path, h.hook);
+    if (!link.ok()) {
+      if (host_->pinned()) {
+        for (const HookSpec& r : kHookSpecs) {
+          if (!r.enforcing) {
+            ::unlink(absl::StrCat(LinkDir(cgroup_id), "/", r.hook).c_str());
+          }
+        }
+      }
+      return link.status();
+    }
+    links.push_back(*std::move(link));
+  }
+  for (UniqueFd& l : links) state.links.push_back(std::move(l));
+  state.reply_hooks = true;
   return absl::OkStatus();
 }
 
@@ -611,8 +643,14 @@ absl::StatusOr<AdoptedSandbox> EgressController::AdoptSandbox(
   state.flags = kernel->flags;
   state.adopted = true;
   const std::string dir = LinkDir(cgroup_id);
+  sf_dns_target target{};
+  const bool has_target =
+      bpf_map_lookup_elem(maps_.dns_targets.get(), &cgroup_id, &target) == 0;
   for (const HookSpec& h : kHookSpecs) {
     UniqueFd link(bpf_obj_get(absl::StrCat(dir, "/", h.hook).c_str()));
+    // Without a DNS filter target a sandbox has no reply-side hooks.
+    if (!link && !h.enforcing && !has_target) continue;
+    if (link && !h.enforcing) state.reply_hooks = true;
     if (!link && !h.enforcing) {
       // A build before the DNS filter left no reply-side hooks: attach
       // them now. Nothing ran unenforced for their absence.
@@ -691,6 +729,12 @@ absl::Status EgressController::SetDnsTarget(uint64_t cgroup_id,
     }
     key = next;
     prev = &key;
+  }
+  // The reply side first: a query redirected before its answer's source
+  // can be restored would confuse the client that checks it.
+  if (absl::Status s = AttachReplyHooks(cgroup_id, sandboxes_[cgroup_id]);
+      !s.ok()) {
+    return s;
   }
   if (bpf_map_update_elem(fd, &cgroup_id, &value, BPF_ANY) != 0) {
     return MapWriteError(errno, "sf_dns_targets");

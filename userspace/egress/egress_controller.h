@@ -71,7 +71,8 @@ struct AdoptedSandbox {
 
 // The egress hooks, by the names records use: one link each per sandbox.
 // The last four judge nothing: they show a DNS client whose query went to
-// the sandbox's filter the server it asked (recvmsg, getpeername).
+// the sandbox's filter the server it asked (recvmsg, getpeername), and are
+// attached only to sandboxes given a DNS filter target.
 inline constexpr const char* kEgressHooks[] = {
     "sock_create", "connect4", "connect6", "sendmsg4",     "sendmsg6",
     "skb_egress",  "recvmsg4", "recvmsg6", "getpeername4", "getpeername6"};
@@ -184,6 +185,8 @@ class EgressController {
     // The learned addresses of `generation` (an adopted sandbox's are
     // found by a scan when it is adopted).
     absl::flat_hash_set<LearnedKey> learned;
+    // The DNS reply-side hooks are attached (with its filter target).
+    bool reply_hooks = false;
   };
   struct Maps {
     UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings,
@@ -208,6 +211,9 @@ class EgressController {
                             uint64_t map_flags);
   absl::Status Attach(int cgroup_fd, const CgroupRef& cgroup,
                       SandboxState& state);
+  // recvmsg4/6 and getpeername4/6, for a sandbox given a DNS filter
+  // target (mu_ held).
+  absl::Status AttachReplyHooks(uint64_t cgroup_id, SandboxState& state);
   // One hook's link on a cgroup, pinned on a pinned host.
   absl::StatusOr<UniqueFd> AttachHook(int cgroup_fd, uint64_t cgroup_id,
                                       absl::string_view cgroup_path,
