@@ -772,6 +772,19 @@ TEST(CompileDnsFiltered, WildcardsAreRefusedWhereNothingLearnsAddresses) {
   }
 }
 
+TEST(CompileDnsFiltered, APrivateNetworkNamespaceIsRefusedNotDegraded) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" dns { mode: FILTERED } })"),
+      RolloutEndpoints{}, kOwnNetns);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(RefusalOf(out.status()), Refusal::kRejected);
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("its own network namespace"));
+}
+
 TEST(CompileDnsFiltered, InheritPhasesCannotBeFiltered) {
   FakeResolver resolver;
   PolicyCompiler compiler(&resolver, SystemResolvers());
