@@ -106,7 +106,13 @@ absl::Status EventLoop::RunOnce(absl::Duration max_wait) {
       uint64_t v;
       while (::read(wake_.get(), &v, sizeof(v)) > 0) {
       }
-      stop_ = true;  // only Stop() writes the eventfd
+      std::vector<std::function<void()>> posted;
+      {
+        absl::MutexLock lock(&posted_mu_);
+        posted.swap(posted_);
+      }
+      for (auto& fn : posted) fn();
+      if (stop_requested_.exchange(false)) stop_ = true;
       continue;
     }
     auto t = tokens_.find(token);
@@ -137,6 +143,16 @@ absl::Status EventLoop::Run() {
 }
 
 void EventLoop::Stop() {
+  stop_requested_ = true;
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+}
+
+void EventLoop::Post(std::function<void()> fn) {
+  {
+    absl::MutexLock lock(&posted_mu_);
+    posted_.push_back(std::move(fn));
+  }
   const uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof(one));
 }

@@ -10,15 +10,19 @@
 
 #include <sys/epoll.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
 
@@ -54,6 +58,9 @@ class EventLoop {
   absl::Status Run();
   // Makes Run() return; callable from any thread.
   void Stop();
+  // Runs `fn` on the loop's thread in its next round; callable from any
+  // thread (the only way to touch the loop while Run() runs elsewhere).
+  void Post(std::function<void()> fn);
 
   // The time at the start of the current round.
   absl::Time now() const { return now_; }
@@ -68,7 +75,7 @@ class EventLoop {
   };
 
   UniqueFd epoll_;
-  UniqueFd wake_;  // an eventfd: Stop() writes it
+  UniqueFd wake_;  // an eventfd: Stop() and Post() write it
   absl::flat_hash_map<int, Watch> watches_;
   absl::flat_hash_map<uint64_t, int> tokens_;  // live token -> fd
   uint64_t next_token_ = 1;
@@ -77,6 +84,9 @@ class EventLoop {
   TimerId next_timer_ = 1;
   absl::Time now_ = absl::Now();
   bool stop_ = false;
+  std::atomic<bool> stop_requested_{false};
+  absl::Mutex posted_mu_;
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
 };
 
 }  // namespace sandfence::dns

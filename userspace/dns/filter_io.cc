@@ -83,6 +83,19 @@ absl::StatusOr<ListenerId> FilterServer::AdoptTcp(UniqueFd fd) {
   return AddListener(std::move(fd), Transport::kTcp);
 }
 
+void FilterServer::CloseListener(ListenerId id) {
+  auto it = listeners_.find(id);
+  if (it == listeners_.end()) return;
+  loop_->Remove(it->second->fd.get());
+  listeners_.erase(it);
+  // Its TCP connections go too: their sandbox is gone.
+  std::vector<uint64_t> doomed;
+  for (const auto& [cid, conn] : conns_) {
+    if (conn->origin.listener == id) doomed.push_back(cid);
+  }
+  for (uint64_t cid : doomed) CloseConn(cid);
+}
+
 absl::StatusOr<ListenerId> FilterServer::AddListener(UniqueFd fd,
                                                      Transport transport) {
   if (absl::Status s = SetNonBlocking(fd.get()); !s.ok()) return s;
@@ -354,7 +367,15 @@ void FilterServer::Send(Reply& reply, std::string wire,
       std::memcpy(CMSG_DATA(c), &pi, sizeof(pi));
       msg.msg_controllen = CMSG_SPACE(sizeof(pi));
     }
-    if (::sendmsg(reply.udp_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    // The listener may have closed while upstream answered (its sandbox
+    // ended); its fd number may be another socket's by now.
+    auto l = listeners_.find(out.origin.listener);
+    if (l == listeners_.end() || l->second->fd.get() != reply.udp_fd) {
+      out.replied = false;
+      out.detail = absl::StrCat(out.detail, out.detail.empty() ? "" : "; ",
+                                "the listener closed before the reply");
+    } else if (::sendmsg(reply.udp_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) <
+               0) {
       out.replied = false;
       out.detail = absl::StrCat(out.detail, out.detail.empty() ? "" : "; ",
                                 "reply not sent: ", std::strerror(errno));

@@ -187,6 +187,7 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
   out.phase = policy->phase;
   out.generation = policy->generation;
   NameMatch match = policy->rules.Match(query.questions[0].name);
+  out.matched = match.patterns;
   if (match.grants.empty()) {
     out.verdict = Verdict::kBlocked;
     Send(*reply, BuildResponse(query, Rcode::kNxDomain,

@@ -111,6 +111,7 @@ struct QueryOutcome {
   uint16_t rcode = 0;  // what the client got (see `replied`)
   bool replied = true;
   std::vector<IpAddress> addresses;  // learned from the answer
+  std::vector<std::string> matched;  // the name rules' patterns that matched
   absl::Duration latency;            // first byte read to reply sent
   std::string detail;                // why, for a person
 };
@@ -151,6 +152,10 @@ class FilterServer {
   absl::StatusOr<ListenerId> AdoptUdp(UniqueFd fd);
   absl::StatusOr<ListenerId> AdoptTcp(UniqueFd fd);
   absl::StatusOr<HostPort> local_address(ListenerId id) const;
+  // Stops serving a listener (and its TCP connections) and closes it; a
+  // reply still owed on it is not sent. On the loop's thread (before Run,
+  // or through loop()->Post while it runs), like the Listen/Adopt calls.
+  void CloseListener(ListenerId id);
 
   // The phase's rules for a sandbox; replaces what was there. Queries
   // already in flight finish under the policy they were judged by (and its
