@@ -49,6 +49,12 @@ const char* FakeCallName(FakeCall call) {
       return "RecoverEvents";
     case FakeCall::kDrainEvents:
       return "DrainEvents";
+    case FakeCall::kStartDns:
+      return "StartDns";
+    case FakeCall::kSetDnsPhase:
+      return "SetDnsPhase";
+    case FakeCall::kStopDns:
+      return "StopDns";
   }
   return "?";
 }
@@ -162,6 +168,13 @@ std::optional<GuardMode> FakeKernel::Guarded(uint64_t cgroup_id) const {
   absl::MutexLock lock(&mu_);
   auto it = guarded_.find(cgroup_id);
   if (it == guarded_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<FakeDns> FakeKernel::Dns(uint64_t cgroup_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = dns_.find(cgroup_id);
+  if (it == dns_.end()) return std::nullopt;
   return it->second;
 }
 
@@ -473,6 +486,50 @@ absl::StatusOr<GuardInfo> FakeEnforcement::PrepareGuard(GuardMode mode) {
     info.fallback_reason = kernel_->fallback_reason_;
   }
   return info;
+}
+
+absl::Status FakeEnforcement::StartDns(
+    uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
+    std::function<void(const DnsQueryInfo&)> on_query) {
+  if (absl::Status s = kernel_->Enter(FakeCall::kStartDns, cgroup_id);
+      !s.ok()) {
+    return s;
+  }
+  absl::MutexLock klock(&kernel_->mu_);
+  if (!kernel_->egress_.contains(cgroup_id)) {
+    return absl::NotFoundError(
+        absl::StrCat("sandbox ", cgroup_id, " is not attached"));
+  }
+  if (kernel_->dns_.contains(cgroup_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("sandbox ", cgroup_id, " has a DNS filter already"));
+  }
+  kernel_->dns_[cgroup_id] = FakeDns{upstreams, "", 0, std::move(on_query)};
+  return absl::OkStatus();
+}
+
+absl::Status FakeEnforcement::SetDnsPhase(uint64_t cgroup_id,
+                                          const CompiledPhase& phase,
+                                          uint32_t generation) {
+  if (absl::Status s = kernel_->Enter(FakeCall::kSetDnsPhase, cgroup_id);
+      !s.ok()) {
+    return s;
+  }
+  absl::MutexLock klock(&kernel_->mu_);
+  auto it = kernel_->dns_.find(cgroup_id);
+  if (it == kernel_->dns_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("sandbox ", cgroup_id, " has no DNS filter"));
+  }
+  it->second.phase = phase.dns_filtered ? phase.name : "";
+  it->second.generation = generation;
+  return absl::OkStatus();
+}
+
+void FakeEnforcement::StopDns(uint64_t cgroup_id) {
+  kernel_->Enter(FakeCall::kStopDns, cgroup_id).IgnoreError();
+  absl::MutexLock klock(&kernel_->mu_);
+  kernel_->dns_.erase(cgroup_id);
 }
 
 absl::Status FakeEnforcement::AddGuard(const CgroupRef& cgroup,

@@ -50,6 +50,9 @@ enum class FakeCall {
   kProtect,
   kRecoverEvents,
   kDrainEvents,
+  kStartDns,
+  kSetDnsPhase,
+  kStopDns,
 };
 
 const char* FakeCallName(FakeCall call);
@@ -62,6 +65,14 @@ struct FakeEgress {
   SandboxCounters counters;
   // Hooks whose pinned links are gone: AdoptEgress reports them.
   std::vector<std::string> missing_hooks;
+};
+
+// One sandbox's DNS filter, as the fake serves it.
+struct FakeDns {
+  std::vector<HostPort> upstreams;
+  std::string phase;        // the names of this phase are served ("": none)
+  uint32_t generation = 0;  // learned into
+  std::function<void(const DnsQueryInfo&)> on_query;
 };
 
 struct FakeCgroup {
@@ -109,6 +120,7 @@ class FakeKernel {
   std::optional<GuardMode> Guarded(uint64_t cgroup_id) const;
   std::vector<std::string> Protected() const;
   std::vector<uint32_t> ForgottenSlots() const;
+  std::optional<FakeDns> Dns(uint64_t cgroup_id) const;
   uint32_t last_generation() const;
 
  private:
@@ -137,6 +149,7 @@ class FakeKernel {
   std::map<uint64_t, FakeEgress> egress_ ABSL_GUARDED_BY(mu_);
   uint32_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, GuardMode> guarded_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, FakeDns> dns_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, uint64_t> guard_lost_ ABSL_GUARDED_BY(mu_);
   Enforcer enforcer_ ABSL_GUARDED_BY(mu_) = Enforcer::kSignal;
   std::string fallback_reason_ ABSL_GUARDED_BY(mu_) = "fake: no BPF LSM";
@@ -187,6 +200,12 @@ class FakeEnforcement : public HostEnforcement {
   std::vector<OrphanSandbox> Orphans() override;
   absl::Status RecoverEvents(uint32_t slot) override;
   void ForgetDeadDriver(uint32_t slot) override;
+  absl::Status StartDns(
+      uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
+      std::function<void(const DnsQueryInfo&)> on_query) override;
+  absl::Status SetDnsPhase(uint64_t cgroup_id, const CompiledPhase& phase,
+                           uint32_t generation) override;
+  void StopDns(uint64_t cgroup_id) override;
   EventHub& events() override { return hub_; }
   absl::StatusOr<int> PollEvents(int timeout_ms) override;
   absl::StatusOr<int> DrainEvents() override;

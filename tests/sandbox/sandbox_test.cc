@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/status.h"
 #include "records/journal.h"
 #include "sandbox/fake_enforcement.h"
 #include "sandbox/reaper.h"
@@ -809,6 +810,144 @@ TEST(FakeEnforcementTest, FailNthCountsFromNowAndFailsOnce) {
       << "a failed call changes nothing";
   EXPECT_TRUE(host.CreateCgroup("/fake/c").ok());
   EXPECT_EQ(kernel->CallCount(FakeCall::kCreateCgroup), 4);
+}
+
+// --- DNS filter (issue 14) ---
+
+// "agent" filters DNS through 127.0.0.1:5353, "verify" is inherit, "grade"
+// filters too (same upstream).
+CompiledPolicy FilteredPolicy() {
+  CompiledPolicy policy = ThreePhases();
+  for (CompiledPhase* p : {&policy.phases[0], &policy.phases[2]}) {
+    p->dns_filtered = true;
+    p->dns_upstreams = {*HostPort::Parse("127.0.0.1:5353", 53)};
+    p->name_rules = {{"api.model.test", {{L4::kTcp, 8000, 8000}}, "model"}};
+  }
+  policy.phases[2].name_rules.push_back(
+      {"*.tool.test", {{L4::kTcp, 443, 443}}, "allow"});
+  return policy;
+}
+
+TEST_F(SandboxTest, AFilteredPolicyIsServedBeforeAnythingRunsAndFollowsPhases) {
+  SandboxSpec spec = Spec("dns1");
+  spec.policy = FilteredPolicy();
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), spec);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  const uint64_t id = (*sb)->cgroup().id;
+  std::vector<std::string> calls = kernel_->Calls();
+  const std::string log = absl::StrJoin(calls, " ");
+  // Attached, then its filter, then its names, then the guard: the caller
+  // spawns only after Start returns.
+  EXPECT_LT(IndexOf(calls, "AttachEgress"), IndexOf(calls, "StartDns")) << log;
+  EXPECT_LT(IndexOf(calls, "StartDns"), IndexOf(calls, "SetDnsPhase")) << log;
+  EXPECT_LT(IndexOf(calls, "SetDnsPhase"), IndexOf(calls, "AddGuard")) << log;
+  std::optional<FakeDns> dns = kernel_->Dns(id);
+  ASSERT_TRUE(dns.has_value());
+  EXPECT_EQ(dns->phase, "agent");
+  EXPECT_EQ(dns->generation, (*sb)->generation());
+  EXPECT_EQ(dns->upstreams,
+            std::vector<HostPort>{*HostPort::Parse("127.0.0.1:5353", 53)});
+
+  // Each switch: the kernel first, then the filter's names and generation.
+  ASSERT_TRUE((*sb)->SwitchPhase("verify").ok());
+  dns = kernel_->Dns(id);
+  EXPECT_EQ(dns->phase, "") << "inherit: nothing is filtered";
+  EXPECT_EQ(dns->generation, (*sb)->generation());
+  ASSERT_TRUE((*sb)->SwitchPhase("grade").ok());
+  dns = kernel_->Dns(id);
+  EXPECT_EQ(dns->phase, "grade");
+  EXPECT_EQ(dns->generation, (*sb)->generation());
+
+  // A query's outcome reaches the record, in the phase that judged it.
+  DnsQueryInfo q;
+  q.generation = (*sb)->generation();
+  q.name = "secret.attacker.test";
+  q.type = 1;
+  q.verdict = "blocked";
+  q.rcode = 3;
+  q.transport = "udp";
+  dns->on_query(q);
+
+  const size_t skip = kernel_->Calls().size();
+  absl::StatusOr<SandboxEnd> end = (*sb)->End();
+  ASSERT_TRUE(end.ok()) << end.status();
+  calls = kernel_->Calls();
+  calls.erase(calls.begin(), calls.begin() + skip);
+  EXPECT_LT(IndexOf(calls, "KillCgroup"), IndexOf(calls, "StopDns"))
+      << absl::StrJoin(calls, " ");
+  EXPECT_LT(IndexOf(calls, "StopDns"), IndexOf(calls, "DetachEgress"))
+      << absl::StrJoin(calls, " ");
+  EXPECT_FALSE(kernel_->Dns(id).has_value());
+  absl::StatusOr<v1::RolloutRecord> rec =
+      ReadRecordFile(dir_->Path("dns1.record"));
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_EQ(rec->dns_query_size(), 1);
+  EXPECT_EQ(rec->dns_query(0).name(), "secret.attacker.test");
+  EXPECT_EQ(rec->dns_query(0).verdict(), "blocked");
+  EXPECT_EQ(rec->dns_query(0).phase(), "grade");
+}
+
+TEST_F(SandboxTest, AnUnfilteredPolicyGetsNoDnsFilter) {
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), Spec("dns2"));
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_FALSE(Called(kernel_->Calls(), "StartDns"));
+  ASSERT_TRUE((*sb)->SwitchPhase("verify").ok());
+  EXPECT_FALSE(Called(kernel_->Calls(), "SetDnsPhase"));
+}
+
+TEST_F(SandboxTest, FilteredPhasesWithDifferentUpstreamsAreRefusedFirst) {
+  SandboxSpec spec = Spec("dns3");
+  spec.policy = FilteredPolicy();
+  spec.policy.phases[2].dns_upstreams = {*HostPort::Parse("127.0.0.2", 53)};
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(RefusalOf(sb.status()), Refusal::kRejected);
+  EXPECT_THAT(std::string(sb.status().message()),
+              ::testing::HasSubstr("different upstream resolvers"));
+  // (The refused Sandbox's destructor releases cgroup id 0, never held.)
+  for (const std::string& call : kernel_->Calls()) {
+    EXPECT_EQ(call, "ReleaseCgroup(0)") << "a refused start called the host";
+  }
+}
+
+TEST_F(SandboxTest, AFilterThatCannotStartUndoesTheSandbox) {
+  SandboxSpec spec = Spec("dns4");
+  spec.policy = FilteredPolicy();
+  kernel_->FailNth(FakeCall::kStartDns, 1,
+                   absl::ResourceExhaustedError("every target is in use"));
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_THAT(std::string(sb.status().message()),
+              ::testing::HasSubstr("DNS filter: every target is in use"));
+  EXPECT_TRUE(kernel_->AllEgress().empty()) << "the hooks come off again";
+  EXPECT_TRUE(kernel_->Cgroup("/fake/sandfence/dns4")->removed);
+}
+
+TEST_F(SandboxTest, AdoptionServesAFilteredSandboxAgain) {
+  SandboxSpec spec = Spec("dns5");
+  spec.policy = FilteredPolicy();
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), spec);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  const CgroupRef cg = (*sb)->cgroup();
+  (*sb)->Release();
+  EXPECT_FALSE(kernel_->Dns(cg.id).has_value())
+      << "the filter goes with its process";
+  FakeEnforcement successor(kernel_);
+  SandboxAdoptSpec adopt = AdoptSpec("dns5", cg, "agent");
+  adopt.policy = FilteredPolicy();
+  absl::StatusOr<std::unique_ptr<Sandbox>> again =
+      Sandbox::Adopt(&successor, adopt);
+  ASSERT_TRUE(again.ok()) << again.status();
+  std::optional<FakeDns> dns = kernel_->Dns(cg.id);
+  ASSERT_TRUE(dns.has_value());
+  EXPECT_EQ(dns->phase, "agent");
+  EXPECT_EQ(dns->generation, (*again)->generation());
+  ASSERT_TRUE((*again)->End().ok());
 }
 
 }  // namespace

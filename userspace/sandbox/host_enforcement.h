@@ -7,6 +7,7 @@
 #define SANDFENCE_SANDBOX_HOST_ENFORCEMENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "egress/egress_controller.h"
 #include "guard/guard_types.h"
 #include "host/host_state.h"
+#include "records/recorder.h"
 #include "sandbox/event_hub.h"
 
 namespace sandfence {
@@ -82,6 +84,23 @@ class HostEnforcement {
   // protected. For objects that live as long as the host's sandfence does
   // (inodes are reused: a short-lived file is not for this).
   virtual absl::Status Protect(const std::string& path) = 0;
+
+  // --- the DNS filter (issue 14) ---
+  // Serves the sandbox's DNS queries from now on: a filter target of its
+  // own, written into the kernel (in DNS-filtered phases the sandbox's
+  // port-53 queries go there and nowhere else), answered from
+  // `upstreams`; each query's outcome goes to `on_query`, on another
+  // thread. After AttachEgress, before anything runs in the sandbox.
+  virtual absl::Status StartDns(
+      uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
+      std::function<void(const DnsQueryInfo&)> on_query) = 0;
+  // The names `phase` allows from now on; addresses its answers carry are
+  // opened in `generation`.
+  virtual absl::Status SetDnsPhase(uint64_t cgroup_id,
+                                   const CompiledPhase& phase,
+                                   uint32_t generation) = 0;
+  // Stops serving the sandbox (its queries fail from now on).
+  virtual void StopDns(uint64_t cgroup_id) = 0;
 
   // --- survivors ---
   // Processes that used the host's state and died without leaving.

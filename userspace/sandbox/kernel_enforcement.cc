@@ -1,5 +1,7 @@
 #include "sandbox/kernel_enforcement.h"
 
+#include <time.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +9,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "guard/guard_protect.h"
 
@@ -32,6 +35,12 @@ absl::StatusOr<std::unique_ptr<KernelEnforcement>> KernelEnforcement::Create(
 }
 
 KernelEnforcement::~KernelEnforcement() {
+  {
+    // The filter's threads learn through the egress controller: they stop
+    // first.
+    absl::MutexLock lock(&dns_mu_);
+    dns_.reset();
+  }
   {
     // Held cgroups are let go, never removed here: a sandbox that outlives
     // this process (pinned) keeps its processes and its cgroup.
@@ -386,8 +395,89 @@ std::vector<uint64_t> KernelEnforcement::AllSandboxes() {
 }
 
 absl::StatusOr<int> KernelEnforcement::PollEvents(int timeout_ms) {
+  CollectExpiredDns();
   absl::MutexLock lock(&source_mu_);
   return source_->Poll(timeout_ms);
+}
+
+void KernelEnforcement::CollectExpiredDns() {
+  // Every few seconds: the kernel judges an expired address absent at
+  // once; this only frees its map entry.
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t now = ts.tv_sec * 1000000000ll + ts.tv_nsec;
+  int64_t next = next_collect_mono_ns_.load();
+  if (now < next ||
+      !next_collect_mono_ns_.compare_exchange_strong(next, now + 5000000000ll)) {
+    return;
+  }
+  {
+    absl::MutexLock lock(&dns_mu_);
+    if (!dns_) return;
+  }
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  egress_->CollectExpired(static_cast<uint64_t>(ts.tv_sec) * 1000000000ull +
+                          ts.tv_nsec);
+}
+
+absl::Status KernelEnforcement::StartDns(
+    uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
+    std::function<void(const DnsQueryInfo&)> on_query) {
+  DnsFilterHost* dns;
+  {
+    absl::MutexLock lock(&dns_mu_);
+    if (!dns_) {
+      dns_ = std::make_unique<DnsFilterHost>(
+          host_->slot(), [this](uint64_t id, uint32_t generation,
+                                std::vector<LearnedEntry> entries) {
+            return egress_->Learn(id, generation, entries);
+          });
+    }
+    dns = dns_.get();
+  }
+  absl::StatusOr<HostPort> target = dns->AddSandbox(
+      cgroup_id, upstreams,
+      [on_query = std::move(on_query)](const dns::QueryOutcome& o) {
+        timespec ts;
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        DnsQueryInfo q;
+        q.boot_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull +
+                    ts.tv_nsec;
+        q.generation = static_cast<uint32_t>(o.generation);
+        q.name = o.name;
+        q.type = o.type;
+        q.verdict = dns::VerdictName(o.verdict);
+        q.rcode = o.rcode;
+        q.replied = o.replied;
+        q.transport = o.origin.transport == dns::Transport::kTcp ? "tcp" : "udp";
+        q.addresses = o.addresses;
+        q.matched = absl::StrJoin(o.matched, ",");
+        q.detail = o.detail;
+        on_query(q);
+      });
+  if (!target.ok()) return target.status();
+  if (absl::Status s = egress_->SetDnsTarget(cgroup_id, *target); !s.ok()) {
+    dns->RemoveSandbox(cgroup_id);
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KernelEnforcement::SetDnsPhase(uint64_t cgroup_id,
+                                            const CompiledPhase& phase,
+                                            uint32_t generation) {
+  absl::MutexLock lock(&dns_mu_);
+  if (!dns_) return absl::FailedPreconditionError("no DNS filter runs");
+  return dns_->SetPhase(cgroup_id, phase, generation);
+}
+
+void KernelEnforcement::StopDns(uint64_t cgroup_id) {
+  DnsFilterHost* dns;
+  {
+    absl::MutexLock lock(&dns_mu_);
+    dns = dns_.get();
+  }
+  if (dns) dns->RemoveSandbox(cgroup_id);
 }
 
 absl::StatusOr<int> KernelEnforcement::DrainEvents() {

@@ -5,6 +5,7 @@
 #ifndef SANDFENCE_SANDBOX_KERNEL_ENFORCEMENT_H_
 #define SANDFENCE_SANDBOX_KERNEL_ENFORCEMENT_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "egress/egress_controller.h"
 #include "guard/guard_controller.h"
 #include "host/host_state.h"
+#include "sandbox/dns_filter_host.h"
 #include "sandbox/event_hub.h"
 #include "sandbox/host_enforcement.h"
 
@@ -54,6 +56,13 @@ class KernelEnforcement : public HostEnforcement {
   absl::StatusOr<uint64_t> GuardEventsLost(uint64_t cgroup_id) override;
   absl::Status Protect(const std::string& path) override;
 
+  absl::Status StartDns(
+      uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
+      std::function<void(const DnsQueryInfo&)> on_query) override;
+  absl::Status SetDnsPhase(uint64_t cgroup_id, const CompiledPhase& phase,
+                           uint32_t generation) override;
+  void StopDns(uint64_t cgroup_id) override;
+
   std::vector<DeadDriver> DeadDrivers() override;
   std::vector<OrphanSandbox> Orphans() override;
   absl::Status RecoverEvents(uint32_t slot) override;
@@ -80,6 +89,7 @@ class KernelEnforcement : public HostEnforcement {
   // The host's guard, if one is pinned, without loading one.
   GuardController* PinnedGuard() ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_mu_);
   absl::Status RebuildEventSource();
+  void CollectExpiredDns();
 
   std::unique_ptr<HostState> host_;
   std::unique_ptr<EgressController> egress_;
@@ -92,6 +102,12 @@ class KernelEnforcement : public HostEnforcement {
   absl::Mutex guard_mu_;
   std::optional<GuardController> guard_ ABSL_GUARDED_BY(guard_mu_);
   std::vector<std::string> protected_ ABSL_GUARDED_BY(guard_mu_);
+
+  // This process's DNS filter, started with the first filtered sandbox;
+  // expired learned addresses are collected from the poll loop.
+  absl::Mutex dns_mu_;
+  std::unique_ptr<DnsFilterHost> dns_ ABSL_GUARDED_BY(dns_mu_);
+  std::atomic<int64_t> next_collect_mono_ns_{0};
 
   absl::Mutex source_mu_;
   std::unique_ptr<KernelEventSource> source_ ABSL_GUARDED_BY(source_mu_);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "dns/name_rules.h"
 #include "guard/guard_record.h"
 #include "records/boot_clock.h"
 
@@ -49,6 +50,58 @@ std::string GuardEnforcementText(const GuardInfo& guard, GuardMode mode,
                     absl::StrJoin(others, ", "), ": not applied)");
   }
   return out;
+}
+
+// The upstreams of the policy's DNS-filtered phases (nullopt: none is
+// filtered). One filter serves a sandbox, so its phases must agree.
+absl::StatusOr<std::optional<std::vector<HostPort>>> DnsUpstreams(
+    const CompiledPolicy& policy) {
+  std::optional<std::vector<HostPort>> out;
+  const CompiledPhase* first = nullptr;
+  for (const CompiledPhase& p : policy.phases) {
+    if (!p.dns_filtered) continue;
+    // Every phase's names, before anything exists: a switch must not find
+    // them wrong.
+    if (absl::StatusOr<dns::PhaseNameRules> rules =
+            dns::PhaseNameRules::Build(p.name_rules);
+        !rules.ok()) {
+      return Malformed(absl::StrCat("phase \"", p.name, "\": DNS names: ",
+                                    rules.status().message()));
+    }
+    if (!out) {
+      out = p.dns_upstreams;
+      first = &p;
+    } else if (*out != p.dns_upstreams) {
+      return Rejected(absl::StrCat(
+          "phases \"", first->name, "\" and \"", p.name,
+          "\" filter DNS through different upstream resolvers; one DNS filter "
+          "serves a sandbox, so its filtered phases must name the same ones"));
+    }
+  }
+  return out;
+}
+
+absl::Status Sandbox::ServeDns() {
+  std::shared_ptr<RolloutRecorder> recorder = recorder_;
+  absl::Status s = host_->StartDns(
+      cgroup_.id, *dns_upstreams_, [recorder](const DnsQueryInfo& q) {
+        if (recorder) recorder->AddDnsQuery(q);
+      });
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("DNS filter: ", s.message()));
+  }
+  dns_served_ = true;
+  return SetDnsPhaseLocked();
+}
+
+absl::Status Sandbox::SetDnsPhaseLocked() {
+  if (!dns_served_) return absl::OkStatus();
+  absl::Status s = host_->SetDnsPhase(cgroup_.id, policy_.phases[phase_index_],
+                                      generation_);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("DNS filter: ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 int Sandbox::PhaseIndex(absl::string_view name) const {
@@ -98,6 +151,10 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
                                   PhaseNames(sb->policy_), ")"));
   }
   const CompiledPhase& phase = sb->policy_.phases[index];
+  absl::StatusOr<std::optional<std::vector<HostPort>>> upstreams =
+      DnsUpstreams(sb->policy_);
+  if (!upstreams.ok()) return upstreams.status();
+  if (!sb->borrowed_) sb->dns_upstreams_ = *std::move(upstreams);
 
   // The guard first: a mode the host cannot have is a refusal before
   // anything exists.
@@ -136,6 +193,7 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
       const uint64_t id = sb->cgroup_.id;
       absl::MutexLock lock(&sb->mu_);
       if (sb->guarded_) h->RemoveGuard(id).IgnoreError();
+      if (sb->dns_served_) h->StopDns(id);
       if (sb->attached_) h->DetachEgress(id).IgnoreError();
       if (sb->routed_) h->events().Unroute(id);
       if (sb->created_) h->KillCgroup(id).IgnoreError();
@@ -179,6 +237,11 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
     sb->attached_ = true;
     sb->generation_ = *generation;
     if (sb->recorder_) sb->recorder_->BindGeneration(*generation);
+    // Its filter target, before anything runs in it: a filtered phase's
+    // queries go nowhere else.
+    if (sb->dns_upstreams_) {
+      if (absl::Status s = sb->ServeDns(); !s.ok()) return s;
+    }
     if (sb->guard_mode_ != GuardMode::kOff) {
       if (absl::Status s = host->AddGuard(sb->cgroup_, sb->guard_mode_);
           !s.ok()) {
@@ -321,6 +384,19 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Adopt(HostEnforcement* host,
     host->events().Route(sb->cgroup_.id, sb.get());
     sb->routed_ = true;
   }
+  // The dead process's filter went with it: serve the sandbox again, on a
+  // target of this process (the kernel's entry is rewritten to it). Until
+  // now its queries found no filter and failed.
+  absl::StatusOr<std::optional<std::vector<HostPort>>> upstreams =
+      DnsUpstreams(sb->policy_);
+  if (attached && upstreams.ok() && *upstreams) {
+    sb->dns_upstreams_ = *std::move(upstreams);
+    if (absl::Status s = sb->ServeDns(); !s.ok()) {
+      sb->adoption_warnings_.push_back(absl::StrCat(
+          "the sandbox's DNS filter could not be served again after "
+          "adoption (", s.message(), "): its queries fail"));
+    }
+  }
   return sb;
 }
 
@@ -386,6 +462,12 @@ absl::StatusOr<PhaseChange> Sandbox::SwitchPhase(absl::string_view name) {
   phase_index_ = index;
   out.generation = generation_;
   out.changed = true;
+  // The filter answers for the new phase from now on (answers to queries
+  // judged by the old one learn nothing: their generation is gone). Its
+  // names were built when the policy was compiled and checked at Start; if
+  // this failed anyway, the filter keeps the old phase's names, whose
+  // answers can open nothing any more: closed, not open.
+  SetDnsPhaseLocked().IgnoreError();
   return out;
 }
 
@@ -421,6 +503,10 @@ absl::StatusOr<SandboxEnd> Sandbox::End() {
       if (lost.ok()) out.guard_events_lost = *lost;
     }
     attached_ = guarded_ = false;
+  }
+  if (dns_served_) {
+    host_->StopDns(id);
+    dns_served_ = false;
   }
   if (guarded_) {
     absl::StatusOr<uint64_t> lost = host_->RemoveGuard(id);
@@ -462,6 +548,10 @@ void Sandbox::Release() {
   done_ = true;
   if (routed_) host_->events().Unroute(cgroup_.id);
   routed_ = false;
+  // A successor serves it again on adoption; until then its queries reach
+  // no filter and fail (closed).
+  if (dns_served_) host_->StopDns(cgroup_.id);
+  dns_served_ = false;
   host_->ReleaseCgroup(cgroup_.id, /*remove=*/false).IgnoreError();
   if (recorder_) recorder_->Tick().IgnoreError();
 }

@@ -6,7 +6,10 @@
 //                cannot have), then: the cgroup, the record's header and
 //                first span, the events' route, the egress hooks, the
 //                guard. Anything that fails undoes what came before.
-//   SwitchPhase  the record's next span, then the kernel's atomic switch.
+//                A phase that filters DNS gets the sandbox a DNS filter
+//                target before anything runs in it.
+//   SwitchPhase  the record's next span, then the kernel's atomic switch,
+//                then the DNS filter's names.
 //   End          kill a created sandbox's processes, read what the kernel
 //                queued, remove the guard and the hooks, remove the cgroup,
 //                finalize the record with every loss the process saw.
@@ -140,6 +143,10 @@ class Sandbox : private EventRoute {
       : host_(host), rollout_id_(std::move(rollout_id)) {}
   void OnNetEvent(const NetEvent& event) override;
   void OnGuardEvent(const sf_guard_event& event) override;
+  // The DNS filter (issue 14): a target of its own, then the current
+  // phase's names.
+  absl::Status ServeDns() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SetDnsPhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenRecord(const std::string& path,
                           const RecorderOptions& options, bool overwrite);
   int PhaseIndex(absl::string_view name) const;
@@ -163,6 +170,9 @@ class Sandbox : private EventRoute {
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   bool guarded_ ABSL_GUARDED_BY(mu_) = false;
   bool routed_ ABSL_GUARDED_BY(mu_) = false;
+  // Set when a phase filters DNS: where the filter asks.
+  std::optional<std::vector<HostPort>> dns_upstreams_;
+  bool dns_served_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex listeners_mu_;
