@@ -1,0 +1,153 @@
+// `sandfence run` with a DNS-filtered policy (issue 14), end to end: the
+// real binary, a real dnsmasq upstream on loopback with a query log, a
+// Python stub resolver inside the sandbox asking 127.0.0.53:53 (loopback:
+// a filter that failed open would send nothing off the machine).
+//   - a blocked name gets NXDOMAIN and never reaches the upstream;
+//   - an allowed name resolves, and a wildcard's answer opens its port;
+//   - the wildcard's apex is blocked;
+//   - TCP queries are filtered the same way;
+//   - the record lists each name with its verdict.
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "support/dns_server.h"
+#include "support/host_probe.h"
+#include "support/test_env.h"
+#include "support/test_files.h"
+#include "tests/egress/egress_fixture.h"
+#include "tests/run/run_fixture.h"
+
+namespace sandfence::testing {
+namespace {
+
+#define REQUIRE_KERNEL_FOR_RUN()                      \
+  do {                                                \
+    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());   \
+    SANDFENCE_REQUIRE_HOST(HostMakesRunNamespaces()); \
+  } while (0)
+
+class RunDnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    SANDFENCE_REQUIRE_DNSMASQ();
+    REQUIRE_KERNEL_FOR_RUN();
+    if (access("/usr/bin/python3", X_OK) != 0) {
+      GTEST_SKIP() << "needs /usr/bin/python3 for the stub resolver";
+    }
+    model_ = Listen("127.0.0.2");
+    tool_ = Listen("127.0.0.5");
+    apex_ = Listen("127.0.0.6");
+    absl::StatusOr<std::unique_ptr<TestDnsServer>> dns = TestDnsServer::Start(
+        {{"api.model.test", {"127.0.0.2"}},
+         {"a.b.tool.test", {"127.0.0.5"}},
+         {"tool.test", {"127.0.0.6"}},
+         {"secret.attacker.test", {"127.0.0.7"}}});
+    ASSERT_TRUE(dns.ok()) << dns.status();
+    dns_ = *std::move(dns);
+    absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = std::make_unique<ScopedTempDir>(*std::move(dir));
+    policy_ = dir_->Path("dns.policy");
+    std::ofstream(policy_) << absl::StrCat(
+        "name: \"dns\"\n"
+        "phase { name: \"agent\" network_access: MODEL_AND_TOOLS\n"
+        "  model: \"http://api.model.test:",
+        model_.port,
+        "/v1\"\n"
+        "  allow { host: \"*.tool.test\" port: ",
+        tool_.port,
+        " }\n"
+        "  dns { mode: FILTERED resolver: \"",
+        dns_->address().ToString(), "\" } }\n");
+  }
+
+  // `sandfence run` of a shell script in the sandbox, with the record.
+  Result Run(const std::string& script) {
+    return Sandfence({"run", policy_, "--resolver",
+                      dns_->address().ToString(), "--record", Record(),
+                      "--guard", "off", "--", "bash", "-c", script});
+  }
+  std::string Record() { return dir_->Path("run.record"); }
+  static std::string Query(const std::string& name, bool tcp = false) {
+    return absl::StrCat("/usr/bin/python3 ", SANDFENCE_SOURCE,
+                        "/tests/run/dns_query.py ", tcp ? "--tcp " : "",
+                        "127.0.0.53 53 ", name);
+  }
+  static std::string Connect(const char* addr, uint16_t port) {
+    return absl::StrCat("timeout 5 bash -c 'exec 3<>/dev/tcp/", addr, "/",
+                        port, "'");
+  }
+
+  Listener model_, tool_, apex_;
+  std::unique_ptr<TestDnsServer> dns_;
+  std::unique_ptr<ScopedTempDir> dir_;
+  std::string policy_;
+};
+
+TEST_F(RunDnsTest, ABlockedNameGetsNxdomainAndNeverReachesTheUpstream) {
+  Result r = Run(Query("secret.attacker.test"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "rcode 3")) << r.out << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "addr ")) << r.out;
+  EXPECT_FALSE(absl::StrContains(dns_->log(), "secret.attacker.test"))
+      << "the upstream was asked:\n"
+      << dns_->log();
+}
+
+TEST_F(RunDnsTest, AnAllowedNameResolvesAndAWildcardAnswerOpensItsPort) {
+  // Before the query the tool's address is closed; after it, open.
+  const std::string script = absl::StrCat(
+      "if ", Connect("127.0.0.5", tool_.port), "; then echo early-open; fi; ",
+      Query("api.model.test"), " && ", Query("a.b.tool.test"), " && ",
+      Connect("127.0.0.5", tool_.port), " && echo tool-open");
+  Result r = Run(script);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "early-open")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.2")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.5")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "tool-open")) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(dns_->log(), "a.b.tool.test")) << dns_->log();
+}
+
+TEST_F(RunDnsTest, TheWildcardsApexIsBlockedAndItsAddressStaysClosed) {
+  Result r = Run(absl::StrCat(Query("tool.test"), "; ",
+                              Connect("127.0.0.6", apex_.port),
+                              " || echo apex-closed"));
+  EXPECT_TRUE(absl::StrContains(r.out, "rcode 3")) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "apex-closed")) << r.out << r.err;
+}
+
+TEST_F(RunDnsTest, TcpQueriesAreFilteredTheSameWay) {
+  Result r = Run(absl::StrCat(Query("secret.attacker.test", true), " && ",
+                              Query("a.b.tool.test", true)));
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "rcode 3")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.5")) << r.out;
+  EXPECT_FALSE(absl::StrContains(dns_->log(), "secret.attacker.test"))
+      << dns_->log();
+}
+
+TEST_F(RunDnsTest, TheRecordListsEachNameWithItsVerdict) {
+  Result r = Run(absl::StrCat(Query("secret.attacker.test"), "; ",
+                              Query("a.b.tool.test")));
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  Result show = Sandfence({"records", "show", "--json", Record()});
+  ASSERT_EQ(show.status, 0) << show.err;
+  EXPECT_TRUE(absl::StrContains(show.out, "secret.attacker.test")) << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "a.b.tool.test")) << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "\"blocked\"")) << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "\"allowed\"")) << show.out;
+  // The allowed query names the wildcard it matched and what it opened.
+  EXPECT_TRUE(absl::StrContains(show.out, "*.tool.test")) << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "127.0.0.5")) << show.out;
+}
+
+}  // namespace
+}  // namespace sandfence::testing
