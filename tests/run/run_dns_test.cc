@@ -54,8 +54,14 @@ class RunDnsTest : public ::testing::Test {
     absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
     ASSERT_TRUE(dir.ok()) << dir.status();
     dir_ = std::make_unique<ScopedTempDir>(*std::move(dir));
-    policy_ = dir_->Path("dns.policy");
-    std::ofstream(policy_) << absl::StrCat(
+    policy_ = WritePolicy("dns.policy", "");
+  }
+
+  // The test policy, with `dns_extra` in its dns block.
+  std::string WritePolicy(const std::string& name,
+                          const std::string& dns_extra) {
+    const std::string path = dir_->Path(name);
+    std::ofstream(path) << absl::StrCat(
         "name: \"dns\"\n"
         "phase { name: \"agent\" network_access: MODEL_AND_TOOLS\n"
         "  model: \"http://api.model.test:",
@@ -65,20 +71,22 @@ class RunDnsTest : public ::testing::Test {
         tool_.port,
         " }\n"
         "  dns { mode: FILTERED resolver: \"",
-        dns_->address().ToString(), "\" } }\n");
+        dns_->address().ToString(), "\" ", dns_extra, " } }\n");
+    return path;
   }
 
   // `sandfence run` of a shell script in the sandbox, with the record.
-  Result Run(const std::string& script) {
-    return Sandfence({"run", policy_, "--resolver",
+  Result Run(const std::string& script, const std::string& policy = "") {
+    return Sandfence({"run", policy.empty() ? policy_ : policy, "--resolver",
                       dns_->address().ToString(), "--record", Record(),
                       "--guard", "off", "--", "bash", "-c", script});
   }
   std::string Record() { return dir_->Path("run.record"); }
-  static std::string Query(const std::string& name, bool tcp = false) {
+  static std::string Query(const std::string& name, bool tcp = false,
+                           const std::string& server = "127.0.0.53") {
     return absl::StrCat("/usr/bin/python3 ", SANDFENCE_SOURCE,
                         "/tests/run/dns_query.py ", tcp ? "--tcp " : "",
-                        "127.0.0.53 53 ", name);
+                        server, " 53 ", name);
   }
   static std::string Connect(const char* addr, uint16_t port) {
     return absl::StrCat("timeout 5 bash -c 'exec 3<>/dev/tcp/", addr, "/",
@@ -132,6 +140,34 @@ TEST_F(RunDnsTest, TcpQueriesAreFilteredTheSameWay) {
   EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.5")) << r.out;
   EXPECT_FALSE(absl::StrContains(dns_->log(), "secret.attacker.test"))
       << dns_->log();
+}
+
+TEST_F(RunDnsTest, AQueryToAnyAddressesPort53IsFilteredTheSameWay) {
+  // Loopback addresses where nothing listens: only the filter can answer,
+  // and a filter that failed open would send nothing off the machine.
+  Result r = Run(absl::StrCat(Query("secret.attacker.test", false,
+                                    "127.0.0.99"),
+                              " && ", Query("a.b.tool.test", false,
+                                            "127.1.2.3")));
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "rcode 3")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.5")) << r.out;
+}
+
+TEST_F(RunDnsTest, ALearnedAddressExpiresAfterItsTtlAndGraceAndAQueryReopensIt) {
+  // TTL clamped to 1 s, 1 s of grace: the address closes within a few
+  // seconds (polled, at most 15 s), and asking again opens it again.
+  const std::string policy = WritePolicy(
+      "short.policy", "min_ttl_seconds: 1 max_ttl_seconds: 1 grace_seconds: 1");
+  const std::string connect = Connect("127.0.0.5", tool_.port);
+  const std::string script = absl::StrCat(
+      Query("a.b.tool.test"), " >/dev/null && ", connect,
+      " && echo opened; for i in $(seq 150); do if ! ", connect,
+      " 2>/dev/null; then echo expired; break; fi; sleep 0.1; done; ",
+      Query("a.b.tool.test"), " >/dev/null && ", connect, " && echo reopened");
+  Result r = Run(script, policy);
+  EXPECT_TRUE(absl::StrContains(r.out, "opened\nexpired\nreopened"))
+      << r.out << r.err;
 }
 
 TEST_F(RunDnsTest, TheRecordListsEachNameWithItsVerdict) {
