@@ -27,16 +27,6 @@
 namespace sandfence::testing {
 namespace {
 
-// `sandfence run` loads the egress programs in every mode: on a kernel that
-// cannot run them, every run is refused (KernelWithoutEgressIsRefused), and
-// the cases that run a command skip with the reason. So do they where run
-// cannot confine a command in its own namespaces (it refuses then).
-#define REQUIRE_KERNEL_FOR_RUN()                      \
-  do {                                                \
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());   \
-    SANDFENCE_REQUIRE_HOST(HostMakesRunNamespaces()); \
-  } while (0)
-
 class RunCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -26,11 +26,6 @@
 namespace sandfence::testing {
 namespace {
 
-#define REQUIRE_KERNEL_FOR_RUN()                      \
-  do {                                                \
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());   \
-    SANDFENCE_REQUIRE_HOST(HostMakesRunNamespaces()); \
-  } while (0)
 
 class RunDnsTest : public ::testing::Test {
  protected:

@@ -22,6 +22,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "support/host_probe.h"
+#include "support/test_env.h"
 
 namespace sandfence::testing {
 
@@ -255,6 +257,16 @@ class HostProcMount {
  private:
   std::string path_, error_;
 };
+
+// `sandfence run` loads the egress programs in every mode: on a kernel that
+// cannot run them, every run is refused, and the cases that run a command
+// skip with the reason. So do they where run cannot confine a command in
+// its own namespaces (it refuses then).
+#define REQUIRE_KERNEL_FOR_RUN()                      \
+  do {                                                \
+    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());   \
+    SANDFENCE_REQUIRE_HOST(HostMakesRunNamespaces()); \
+  } while (0)
 
 }  // namespace sandfence::testing
 

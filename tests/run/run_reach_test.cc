@@ -36,11 +36,6 @@
 namespace sandfence::testing {
 namespace {
 
-#define REQUIRE_KERNEL_FOR_RUN()                      \
-  do {                                                \
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());   \
-    SANDFENCE_REQUIRE_HOST(HostMakesRunNamespaces()); \
-  } while (0)
 
 // A guard this host can run (auto picks it), or the reason it cannot.
 #define REQUIRE_A_GUARD()                                                   \
