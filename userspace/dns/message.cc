@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/dns_names.h"
 #include "common/status.h"
 
 namespace sandfence::dns {
@@ -174,61 +175,7 @@ std::string LowerWire(absl::string_view wire) {
 
 }  // namespace
 
-std::string TypeName(uint16_t type) {
-  switch (type) {
-    case kTypeA:
-      return "A";
-    case kTypeNs:
-      return "NS";
-    case kTypeCname:
-      return "CNAME";
-    case kTypeSoa:
-      return "SOA";
-    case kTypePtr:
-      return "PTR";
-    case kTypeMx:
-      return "MX";
-    case kTypeTxt:
-      return "TXT";
-    case kTypeAaaa:
-      return "AAAA";
-    case kTypeSrv:
-      return "SRV";
-    case kTypeOpt:
-      return "OPT";
-    case kTypeSvcb:
-      return "SVCB";
-    case kTypeHttps:
-      return "HTTPS";
-    case kTypeIxfr:
-      return "IXFR";
-    case kTypeAxfr:
-      return "AXFR";
-    case kTypeAny:
-      return "ANY";
-  }
-  return absl::StrCat("TYPE", type);
-}
 
-std::string RcodeName(uint16_t rcode) {
-  switch (rcode) {
-    case 0:
-      return "NOERROR";
-    case 1:
-      return "FORMERR";
-    case 2:
-      return "SERVFAIL";
-    case 3:
-      return "NXDOMAIN";
-    case 4:
-      return "NOTIMP";
-    case 5:
-      return "REFUSED";
-    case 16:
-      return "BADVERS";
-  }
-  return absl::StrCat("RCODE", rcode);
-}
 
 std::optional<Header> ParseHeader(absl::string_view wire) {
   if (wire.size() < kHeaderSize) return std::nullopt;
@@ -593,5 +540,8 @@ std::vector<Ede> EdeOptions(const Message& message) {
   }
   return out;
 }
+
+std::string TypeName(uint16_t type) { return DnsTypeName(type); }
+std::string RcodeName(uint16_t rcode) { return DnsRcodeName(rcode); }
 
 }  // namespace sandfence::dns

@@ -81,49 +81,6 @@ std::vector<uint32_t> AttemptFolder::TakeDirty() {
   return out;
 }
 
-std::string DnsTypeName(uint16_t type) {
-  switch (type) {
-    case 1:
-      return "A";
-    case 2:
-      return "NS";
-    case 5:
-      return "CNAME";
-    case 6:
-      return "SOA";
-    case 12:
-      return "PTR";
-    case 15:
-      return "MX";
-    case 16:
-      return "TXT";
-    case 28:
-      return "AAAA";
-    case 33:
-      return "SRV";
-    case 35:
-      return "NAPTR";
-    case 43:
-      return "DS";
-    case 46:
-      return "RRSIG";
-    case 48:
-      return "DNSKEY";
-    case 64:
-      return "SVCB";
-    case 65:
-      return "HTTPS";
-    case 251:
-      return "IXFR";
-    case 252:
-      return "AXFR";
-    case 255:
-      return "ANY";
-    case 257:
-      return "CAA";
-  }
-  return absl::StrCat("TYPE", type);
-}
 
 DnsQueryFolder::Result DnsQueryFolder::Add(const DnsQueryInfo& q,
                                            uint32_t phase_index,

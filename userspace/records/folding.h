@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/dns_names.h"
 #include "common/ip.h"
 #include "egress/net_event.h"
 
@@ -109,9 +110,6 @@ struct DnsQueryInfo {
   std::string matched{};
   std::string detail{};  // why, for a person
 };
-
-// "A", "AAAA", "HTTPS", ...; "TYPE65534" for a type without a name here.
-std::string DnsTypeName(uint16_t type);
 
 // The answer addresses a DNS entry keeps; more are counted, not kept.
 inline constexpr size_t kDnsAddressesKept = 16;

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/dns_names.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
@@ -318,27 +319,10 @@ bool HasDns(const v1::RolloutRecord& r) {
          l.dns_overflowed() > 0 || l.dns_dropped() > 0;
 }
 
-std::string RcodeName(uint32_t rcode) {
-  switch (rcode) {
-    case 0:
-      return "NOERROR";
-    case 1:
-      return "FORMERR";
-    case 2:
-      return "SERVFAIL";
-    case 3:
-      return "NXDOMAIN";
-    case 4:
-      return "NOTIMP";
-    case 5:
-      return "REFUSED";
-  }
-  return absl::StrCat("RCODE", rcode);
-}
 
 std::string Reply(const v1::DnsQuery& q) {
   if (q.unreplied() >= q.count() && q.count() > 0) return "no reply";
-  std::string out = RcodeName(q.rcode());
+  std::string out = DnsRcodeName(static_cast<uint16_t>(q.rcode()));
   if (q.unreplied() > 0)
     absl::StrAppend(&out, ", ", q.unreplied(), " no reply");
   return out;
