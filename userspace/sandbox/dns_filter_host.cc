@@ -124,56 +124,68 @@ absl::StatusOr<DnsFilterHost::Server*> DnsFilterHost::ServerFor(
 absl::StatusOr<HostPort> DnsFilterHost::AddSandbox(
     uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
     OutcomeFn outcome) {
-  absl::MutexLock lock(&mu_);
-  if (members_.contains(cgroup_id)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "sandbox ", cgroup_id, " has a DNS filter target already"));
-  }
-  absl::StatusOr<Server*> server = ServerFor(upstreams);
-  if (!server.ok()) return server.status();
+  Server* server = nullptr;
   UniqueFd udp, tcp;
   IpAddress addr;
-  for (uint32_t tries = 1; tries < kTargetsPerSlot; ++tries) {
-    const uint32_t k = next_k_;
-    next_k_ = next_k_ % (kTargetsPerSlot - 1) + 1;
-    addr = TargetAddress(slot_, k);
-    absl::StatusOr<UniqueFd> u = Bind(addr, SOCK_DGRAM);
-    if (absl::IsAlreadyExists(u.status())) continue;
-    if (!u.ok()) return u.status();
-    absl::StatusOr<UniqueFd> t = Bind(addr, SOCK_STREAM);
-    if (absl::IsAlreadyExists(t.status())) continue;
-    if (!t.ok()) return t.status();
-    udp = *std::move(u);
-    tcp = *std::move(t);
-    break;
+  {
+    absl::MutexLock lock(&mu_);
+    if (members_.contains(cgroup_id)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "sandbox ", cgroup_id, " has a DNS filter target already"));
+    }
+    absl::StatusOr<Server*> s = ServerFor(upstreams);
+    if (!s.ok()) return s.status();
+    server = *s;
+    for (uint32_t tries = 1; tries < kTargetsPerSlot; ++tries) {
+      const uint32_t k = next_k_;
+      next_k_ = next_k_ % (kTargetsPerSlot - 1) + 1;
+      addr = TargetAddress(slot_, k);
+      absl::StatusOr<UniqueFd> u = Bind(addr, SOCK_DGRAM);
+      if (absl::IsAlreadyExists(u.status())) continue;
+      if (!u.ok()) return u.status();
+      absl::StatusOr<UniqueFd> t = Bind(addr, SOCK_STREAM);
+      if (absl::IsAlreadyExists(t.status())) continue;
+      if (!t.ok()) return t.status();
+      udp = *std::move(u);
+      tcp = *std::move(t);
+      break;
+    }
+    if (!udp) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "every DNS filter target of this process (", kTargetsPerSlot - 1,
+          " in 127.83.0.0/16 for driver slot ", slot_, ") is in use"));
+    }
+    // Held by a member without listeners until they serve: no query can
+    // be taken for it yet, and a second Add for the sandbox is refused.
+    Member m;
+    m.server = server;
+    m.target = HostPort{addr, SF_DNS_PORT};
+    m.outcome = std::move(outcome);
+    members_[cgroup_id] = std::move(m);
   }
-  if (!udp) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "every DNS filter target of this process (", kTargetsPerSlot - 1,
-        " in 127.83.0.0/16 for driver slot ", slot_, ") is in use"));
-  }
+  // Without mu_: the loop's thread takes it to identify every query, and
+  // waiting here for that thread with mu_ held would deadlock.
   absl::StatusOr<dns::ListenerId> u_id, t_id;
-  OnLoop(*server, [&] {
-    u_id = (*server)->filter->AdoptUdp(std::move(udp));
-    t_id = (*server)->filter->AdoptTcp(std::move(tcp));
+  OnLoop(server, [&] {
+    u_id = server->filter->AdoptUdp(std::move(udp));
+    t_id = server->filter->AdoptTcp(std::move(tcp));
   });
   if (!u_id.ok() || !t_id.ok()) {
-    OnLoop(*server, [&] {
-      if (u_id.ok()) (*server)->filter->CloseListener(*u_id);
-      if (t_id.ok()) (*server)->filter->CloseListener(*t_id);
+    OnLoop(server, [&] {
+      if (u_id.ok()) server->filter->CloseListener(*u_id);
+      if (t_id.ok()) server->filter->CloseListener(*t_id);
     });
+    absl::MutexLock lock(&mu_);
+    members_.erase(cgroup_id);
     return !u_id.ok() ? u_id.status() : t_id.status();
   }
-  (*server)->owner[*u_id] = cgroup_id;
-  (*server)->owner[*t_id] = cgroup_id;
-  Member m;
-  m.server = *server;
+  absl::MutexLock lock(&mu_);
+  server->owner[*u_id] = cgroup_id;
+  server->owner[*t_id] = cgroup_id;
+  Member& m = members_[cgroup_id];
   m.udp = *u_id;
   m.tcp = *t_id;
-  m.target = HostPort{addr, SF_DNS_PORT};
-  m.outcome = std::move(outcome);
-  members_[cgroup_id] = std::move(m);
-  return HostPort{addr, SF_DNS_PORT};
+  return m.target;
 }
 
 absl::Status DnsFilterHost::SetPhase(uint64_t cgroup_id,
