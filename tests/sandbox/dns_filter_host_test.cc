@@ -103,8 +103,16 @@ TEST_F(DnsFilterHostTest, EachSandboxGetsItsOwnTargetAndIsKnownByIt) {
   ASSERT_TRUE(host.SetPhase(1002, FilteredPhase(), 6).ok());
   EXPECT_EQ(Ask(*a, "secret.attacker.test"), 3);  // NXDOMAIN, not asked
   EXPECT_EQ(Ask(*b, "secret.attacker.test"), 3);
+  // The outcome is reported right after the reply is sent: wait for it
+  // (bounded), never sleep a fixed time.
   {
     absl::MutexLock lock(&mu);
+    mu.AwaitWithTimeout(absl::Condition(
+                            +[](std::vector<uint64_t>* v) {
+                              return v->size() >= 2;
+                            },
+                            &outcome_sandboxes),
+                        absl::Seconds(5));
     EXPECT_EQ(outcome_sandboxes, (std::vector<uint64_t>{1001, 1002}));
   }
   host.RemoveSandbox(1001);
