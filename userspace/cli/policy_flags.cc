@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "compile/endpoint.h"
+#include "compile/unix_name.h"
 #include "policy/policy_loader.h"
 
 namespace sandfence {
@@ -286,6 +287,33 @@ void RegisterPolicyFlags(FlagParser* parser, PolicyFlags* flags) {
         absl::StatusOr<v1::AllowRule> rule = ParseAllowFlag(v);
         if (!rule.ok()) return rule.status();
         flags->endpoints.allow.push_back(*std::move(rule));
+        return absl::OkStatus();
+      },
+      /*repeatable=*/true);
+  parser->AddValueFlag(
+      "unix", "checked|unchecked",
+      "Unix sockets in restricted phases: checked (the default: only the "
+      "sandbox's own and --unix-allow names) or unchecked (all reachable; "
+      "for kernels without the connect_unix hooks, Linux 6.7+)",
+      [flags](absl::string_view v) -> absl::Status {
+        if (v == "checked") {
+          flags->endpoints.unix_mode = v1::Unix::CHECKED;
+        } else if (v == "unchecked") {
+          flags->endpoints.unix_mode = v1::Unix::UNCHECKED;
+        } else {
+          return Usage("not a mode; use checked or unchecked");
+        }
+        return absl::OkStatus();
+      });
+  parser->AddValueFlag(
+      "unix-allow", "/PATH|@NAME",
+      "a Unix socket restricted phases may reach (a path, or an abstract "
+      "name after @), repeatable",
+      [flags](absl::string_view v) -> absl::Status {
+        if (absl::StatusOr<UnixName> n = ParseUnixName(v); !n.ok()) {
+          return n.status();
+        }
+        flags->endpoints.unix_allow.push_back(std::string(v));
         return absl::OkStatus();
       },
       /*repeatable=*/true);

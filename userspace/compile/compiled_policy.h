@@ -73,6 +73,19 @@ struct DnsTtl {
   friend bool operator==(const DnsTtl&, const DnsTtl&) = default;
 };
 
+// A Unix socket name a phase lets its sandbox reach: a path ("/run/x.sock")
+// or an abstract name (abstract; `name` without the leading NUL).
+struct UnixName {
+  std::string name;
+  bool abstract = false;
+
+  // "/run/x.sock" or "@name" (non-printable bytes as \xNN).
+  std::string ToString() const;
+  friend bool operator==(const UnixName& a, const UnixName& b) {
+    return a.name == b.name && a.abstract == b.abstract;
+  }
+};
+
 struct CompiledPhase {
   std::string name;
   v1::NetworkAccess access = v1::NETWORK_ACCESS_UNSPECIFIED;
@@ -94,6 +107,12 @@ struct CompiledPhase {
   std::vector<NameRule> name_rules;
   std::vector<HostPort> dns_upstreams;
   DnsTtl dns_ttl;
+  // AF_UNIX connect/sendmsg judged (issue 21): only the sandbox's own
+  // sockets and unix_names are reachable. Restricted phases only; false
+  // with unix { mode: UNCHECKED }, which unix_unchecked says.
+  bool unix_checked = false;
+  bool unix_unchecked = false;
+  std::vector<UnixName> unix_names;
 
   bool restricted() const { return access != v1::INHERIT; }
 };

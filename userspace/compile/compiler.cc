@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "compile/content_hash.h"
 #include "compile/rules.h"
+#include "compile/unix_name.h"
 #include "policy/validate.h"
 
 namespace sandfence {
@@ -215,7 +216,39 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     allow_patterns.push_back(std::nullopt);
   }
 
+  // Unix sockets: checked in every restricted phase unless it says not.
+  std::vector<UnixName> unix_names;
+  for (const std::string& text : phase.unix().allow()) {
+    absl::StatusOr<UnixName> name = ParseUnixName(text);
+    if (!name.ok()) {
+      return WithContext(name.status(), absl::StrCat(label, ": unix.allow"));
+    }
+    if (std::find(unix_names.begin(), unix_names.end(), *name) ==
+        unix_names.end()) {
+      unix_names.push_back(*std::move(name));
+    }
+  }
+  const bool unix_unchecked = phase.unix().mode() == v1::Unix::UNCHECKED;
+  if (!out.restricted() &&
+      (phase.unix().mode() != v1::Unix::MODE_UNSPECIFIED ||
+       !unix_names.empty())) {
+    return Malformed(absl::StrCat(
+        label,
+        ": unix is given on an inherit phase; inherit restricts nothing, so "
+        "every Unix socket is reachable (give it to a model_only or "
+        "model_and_tools phase)"));
+  }
+  if (unix_unchecked && !unix_names.empty()) {
+    return Malformed(absl::StrCat(
+        label, ": unix.allow ", Quote(unix_names.front().ToString()),
+        " with mode UNCHECKED, which reaches every Unix socket anyway; drop "
+        "one"));
+  }
+
   if (!out.restricted()) return out;  // inherit: nothing to resolve
+  out.unix_checked = !unix_unchecked;
+  out.unix_unchecked = unix_unchecked;
+  out.unix_names = std::move(unix_names);
 
   const std::string mode(AccessName(phase.network_access()));
   if (context.borrowed) {

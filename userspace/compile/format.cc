@@ -102,6 +102,16 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
       absl::StrAppend(&out, name,
                       "  name  every other name: NXDOMAIN (blocked)\n");
     }
+    if (phase.unix_checked) {
+      absl::StrAppend(&out, name,
+                      "  unix  the sandbox's own sockets (names it bound)\n");
+      for (const UnixName& n : phase.unix_names) {
+        absl::StrAppend(&out, name, "  unix  ", n.ToString(), "\n");
+      }
+    } else if (phase.unix_unchecked) {
+      absl::StrAppend(&out, name,
+                      "  unix  UNCHECKED: every Unix socket is reachable\n");
+    }
     // Default-deny is stated, never implied.
     absl::StrAppend(&out, name, "  deny  all other traffic\n");
   }
@@ -163,6 +173,17 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
                                        "\n        ]"),
           "\n      },\n");
     }
+    std::string unix_sockets;
+    if (phase.restricted() && (phase.unix_checked || phase.unix_unchecked)) {
+      std::vector<std::string> names;
+      for (const UnixName& n : phase.unix_names) {
+        names.push_back(JsonQuote(n.ToString()));
+      }
+      unix_sockets = absl::StrCat(
+          "      \"unix\": {\"checked\": ",
+          phase.unix_checked ? "true" : "false", ", \"allow\": [",
+          absl::StrJoin(names, ", "), "]},\n");
+    }
     phases.push_back(absl::StrCat(
         "    {\n"
         "      \"name\": ",
@@ -170,7 +191,8 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
         JsonQuote(v1::NetworkAccess_Name(phase.access)), ",\n",
         "      \"restricted\": ", phase.restricted() ? "true" : "false", ",\n",
         "      \"rules\": ", list(rules), ",\n",
-        "      \"dropped\": ", list(dropped), ",\n", dns, "      \"loopback\": ",
+        "      \"dropped\": ", list(dropped), ",\n", dns, unix_sockets,
+        "      \"loopback\": ",
         JsonQuote(v1::Loopback_Name(phase.loopback)), ",\n",
         "      \"guard\": ", JsonQuote(v1::Guard::Mode_Name(phase.guard)),
         ",\n", "      \"audit_allowed\": ",

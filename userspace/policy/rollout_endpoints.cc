@@ -17,6 +17,11 @@ v1::PolicySet ApplyRolloutEndpoints(v1::PolicySet policy,
     for (const v1::AllowRule& rule : endpoints.allow) {
       *phase.add_allow() = rule;
     }
+    if (phase.network_access() == v1::INHERIT) continue;
+    if (endpoints.unix_mode) phase.mutable_unix()->set_mode(*endpoints.unix_mode);
+    for (const std::string& name : endpoints.unix_allow) {
+      phase.mutable_unix()->add_allow(name);
+    }
   }
   return policy;
 }

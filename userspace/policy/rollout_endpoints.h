@@ -18,8 +18,15 @@ struct RolloutEndpoints {
   std::vector<std::string> model = {};    // endpoint URLs
   std::vector<v1::ToolGrant> tools = {};  // url, required, optional name
   std::vector<v1::AllowRule> allow = {};
+  // Unix sockets (--unix, --unix-allow): for restricted phases only (an
+  // inherit phase reaches every socket anyway).
+  std::optional<v1::Unix::Mode> unix_mode = std::nullopt;
+  std::vector<std::string> unix_allow = {};
 
-  bool empty() const { return model.empty() && tools.empty() && allow.empty(); }
+  bool empty() const {
+    return model.empty() && tools.empty() && allow.empty() && !unix_mode &&
+           unix_allow.empty();
+  }
 };
 
 // `policy` with every endpoint appended to every phase, after the phase's

@@ -212,6 +212,10 @@ absl::Status ValidatePhase(const v1::Phase& phase) {
     return Malformed(absl::StrCat(label, ": guard.mode ", phase.guard().mode(),
                                   " is not a known value"));
   }
+  if (!v1::Unix::Mode_IsValid(phase.unix().mode())) {
+    return Malformed(absl::StrCat(label, ": unix.mode ", phase.unix().mode(),
+                                  " is not CHECKED or UNCHECKED"));
+  }
   if (!v1::Audit::Allowed_IsValid(phase.audit().allowed())) {
     return Malformed(absl::StrCat(label, ": audit.allowed ",
                                   phase.audit().allowed(),
