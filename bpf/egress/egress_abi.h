@@ -66,6 +66,10 @@
  * and the addresses it learned (sf_learned4/6) open their grants. Only
  * together with SF_SB_RESTRICTED. */
 #define SF_SB_DNS_FILTER (1u << 4)
+/* The phase judges AF_UNIX connect/sendmsg (connect_unix, sendmsg_unix):
+ * only the sandbox's own sockets and the names it lists. Only together
+ * with SF_SB_RESTRICTED. */
+#define SF_SB_UNIX_CHECKED (1u << 5)
 
 /*
  * Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). The map
@@ -232,6 +236,50 @@ struct sf_dns_orig {
 };
 SF_STATIC_ASSERT(sizeof(struct sf_dns_orig) == 28, "sf_dns_orig layout");
 
+/*
+ * AF_UNIX names: a path ("/run/x.sock", its bytes up to the first NUL) or
+ * an abstract name (the bytes after the leading NUL, abstract = 1). Bytes
+ * past len are zero, so the key hashes the name alone.
+ */
+#define SF_UNIX_NAME_MAX 108 /* sizeof(sockaddr_un.sun_path) */
+#define SF_MAX_UNIX_RULES 65536
+#define SF_MAX_UNIX_PROTECTED 64
+/* Names bound inside sandboxes (LRU: an evicted one is denied). */
+#define SF_MAX_UNIX_BOUND 65536
+
+/*
+ * The key of the name maps. A path is its bytes (len 0: a path ends at its
+ * first NUL, and the bytes after it are zero); an abstract name is the
+ * bytes after its leading NUL, exactly len of them (it may hold NULs). The
+ * rest of name[] is zero, so equal names are equal keys whatever address
+ * length the caller gave. A path with bytes after its NUL matches nothing,
+ * so it is denied (it could only be a disguise).
+ * - sf_unix_rules: scope = the phase's generation (names it lists);
+ * - sf_unix_protected: scope = 0 (names no sandbox reaches);
+ * - sf_unix_bound: who bound a name last (the bind tracker sees every
+ *   AF_UNIX bind on the host). Abstract names live per network namespace,
+ *   so their scope is its cookie; paths live in the file system (scope 0);
+ * - sf_unix_seen: allows already reported (scope = sandbox, aux =
+ *   generation).
+ */
+struct sf_unix_key {
+	__u64 scope;
+	__u32 aux;
+	__u16 len;
+	__u8 abstract;
+	__u8 pad;
+	char name[SF_UNIX_NAME_MAX];
+	__u8 pad2[4];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_unix_key) == 128, "sf_unix_key layout");
+
+/* The binder's cgroup ancestry (ids[0] at level 1), as sf_walk.ids. */
+struct sf_unix_binder {
+	__u64 ids[SF_MAX_CGROUP_DEPTH];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_unix_binder) == 8 * SF_MAX_CGROUP_DEPTH,
+		 "sf_unix_binder layout");
+
 /* Key of sf_seen: allowed destinations already reported (FIRST mode). */
 struct sf_seen_key {
 	__u64 sandbox;
@@ -246,6 +294,7 @@ SF_STATIC_ASSERT(sizeof(struct sf_seen_key) == 32, "sf_seen_key layout");
 /* Event records on the sf_events ring buffer. */
 enum sf_event_type {
 	SF_EVENT_NET = 1,
+	SF_EVENT_UNIX = 2, /* struct sf_unix_event */
 };
 
 enum sf_hook {
@@ -255,6 +304,8 @@ enum sf_hook {
 	SF_HOOK_SENDMSG6 = 4,
 	SF_HOOK_SOCK_CREATE = 5,
 	SF_HOOK_SKB_EGRESS = 6,
+	SF_HOOK_CONNECT_UNIX = 7,
+	SF_HOOK_SENDMSG_UNIX = 8,
 };
 
 enum sf_verdict {
@@ -283,6 +334,14 @@ enum sf_reason {
 	/* denied: an unconnected IPv6 datagram to port 53 cannot be sent to
 	 * the (IPv4) filter: the kernel refuses a mapped rewrite in sendmsg6 */
 	SF_REASON_DNS_UNREDIRECTABLE = 13,
+	/* allowed: a Unix socket name the phase lists */
+	SF_REASON_UNIX_LISTED = 14,
+	/* allowed: a Unix socket name bound last inside the same sandbox */
+	SF_REASON_UNIX_OWN = 15,
+	/* denied: a name no sandbox may reach (sandfence's own sockets) */
+	SF_REASON_UNIX_PROTECTED = 16,
+	/* allowed: the phase does not judge Unix sockets (unix UNCHECKED) */
+	SF_REASON_UNIX_UNCHECKED = 17,
 };
 
 struct sf_net_event {
@@ -308,6 +367,21 @@ struct sf_net_event {
 	char comm[16];
 };
 SF_STATIC_ASSERT(sizeof(struct sf_net_event) == 96, "sf_net_event layout");
+
+/*
+ * A Unix-socket decision (connect_unix, sendmsg_unix): the net event with
+ * family AF_UNIX, port 0 and no address, followed by the name.
+ */
+struct sf_unix_event {
+	struct sf_net_event net; /* net.type = SF_EVENT_UNIX */
+	__u16 len;
+	__u8 abstract;
+	__u8 pad[5];
+	char name[SF_UNIX_NAME_MAX];
+	__u8 pad2[4];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_unix_event) == 96 + 8 + 112,
+		 "sf_unix_event layout");
 
 /* One sandbox's verdict on one destination (egress_verdict.bpf.h). */
 struct sf_decision {

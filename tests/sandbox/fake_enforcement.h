@@ -210,6 +210,9 @@ class FakeEnforcement : public HostEnforcement {
   absl::StatusOr<int> PollEvents(int timeout_ms) override;
   absl::StatusOr<int> DrainEvents() override;
   std::string EgressName() const override { return "fake"; }
+  std::string UnixUnavailable() const override { return unix_unavailable; }
+  // What UnixUnavailable() says (a test sets it to play an old kernel).
+  std::string unix_unavailable;
   std::string GuardStatus() override;
   std::vector<uint64_t> AllSandboxes() override;
   std::string PinRoot() const override { return ""; }

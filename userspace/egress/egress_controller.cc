@@ -15,6 +15,7 @@
 #include <functional>
 #include <iterator>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,6 +25,7 @@
 #include "common/unique_fd.h"
 #include "egress/egress_rules.h"
 #include "sf_egress.skel.h"
+#include "sf_egress_unix.skel.h"
 
 #ifndef SO_NETNS_COOKIE
 #define SO_NETNS_COOKIE 71
@@ -86,7 +88,14 @@ struct HookSpec {
   // only restore addresses: a sandbox adopted without them gets them
   // attached instead of being treated as unenforced.
   bool enforcing = true;
+  // In the unix object (sf_egress_unix): only where the kernel has the
+  // hooks (unix_program instead of program).
+  bpf_program* (*unix_program)(sf_egress_unix*) = nullptr;
 };
+
+// The kernel's numbers (Linux 6.7): Debian 12's headers predate them.
+constexpr bpf_attach_type kUnixConnect = static_cast<bpf_attach_type>(49);
+constexpr bpf_attach_type kUnixSendmsg = static_cast<bpf_attach_type>(50);
 
 const HookSpec kHookSpecs[] = {
     {"sock_create", [](sf_egress* s) { return s->progs.sf_sock_create; },
@@ -109,9 +118,29 @@ const HookSpec kHookSpecs[] = {
      BPF_CGROUP_INET4_GETPEERNAME, false},
     {"getpeername6", [](sf_egress* s) { return s->progs.sf_getpeername6; },
      BPF_CGROUP_INET6_GETPEERNAME, false},
+    {"connect_unix", nullptr, kUnixConnect, true,
+     [](sf_egress_unix* s) { return s->progs.sf_connect_unix; }},
+    {"sendmsg_unix", nullptr, kUnixSendmsg, true,
+     [](sf_egress_unix* s) { return s->progs.sf_sendmsg_unix; }},
 };
 static_assert(std::size(kHookSpecs) == std::size(kEgressHooks),
               "every hook of kEgressHooks has a spec");
+
+// Whether the kernel has the cgroup Unix socket hooks (6.7+): a minimal
+// program for BPF_CGROUP_UNIX_CONNECT loads only where the attach type
+// exists.
+bool KernelHasUnixHooks() {
+  const bpf_insn insns[] = {
+      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 1},  // return 1 (allow)
+      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+  };
+  LIBBPF_OPTS(bpf_prog_load_opts, opts,
+              .expected_attach_type = kUnixConnect);
+  UniqueFd fd(bpf_prog_load(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, "sf_probe_unix",
+                            "GPL", insns, sizeof(insns) / sizeof(insns[0]),
+                            &opts));
+  return static_cast<bool>(fd);
+}
 
 const HookSpec* FindHookSpec(absl::string_view hook) {
   for (const HookSpec& h : kHookSpecs) {
@@ -192,11 +221,27 @@ const EgressController::MapSlot EgressController::kMapSlots[] = {
     {"sf_learned6", &Maps::learned6},
 };
 
+const EgressController::MapSlot EgressController::kUnixMapSlots[] = {
+    {"sf_unix_rules", &Maps::unix_rules},
+    {"sf_unix_protected", &Maps::unix_protected},
+    {"sf_unix_bound", &Maps::unix_bound},
+};
+
 absl::Status EgressController::LoadOrOpen() {
-  size_t elf_size = 0;
+  size_t elf_size = 0, unix_elf_size = 0;
   const void* elf = sf_egress::elf_bytes(&elf_size);
-  build_ = Sha256Hex(absl::string_view(static_cast<const char*>(elf), elf_size))
+  const void* unix_elf = sf_egress_unix::elf_bytes(&unix_elf_size);
+  build_ = Sha256Hex(absl::StrCat(
+                         absl::string_view(static_cast<const char*>(elf),
+                                           elf_size),
+                         absl::string_view(static_cast<const char*>(unix_elf),
+                                           unix_elf_size)))
                .substr(0, 16);
+  if (!KernelHasUnixHooks()) {
+    unix_unavailable_ =
+        "this kernel has no cgroup connect_unix/sendmsg_unix hooks (Linux "
+        "6.7+)";
+  }
   // One process at a time loads and pins; the others open what it pinned.
   HostState::Lock lock = host_->Exclusive();
   const std::string progs_dir = host_->PinPath(absl::StrCat("progs/", build_));
@@ -204,28 +249,29 @@ absl::Status EgressController::LoadOrOpen() {
     bool complete = true;
     Maps maps;
     absl::flat_hash_map<std::string, UniqueFd> progs;
-    for (const MapSlot& m : kMapSlots) {
+    auto open_map = [&](const MapSlot& m) {
       UniqueFd fd(
           bpf_obj_get(host_->PinPath(absl::StrCat("maps/", m.name)).c_str()));
-      if (!fd) {
-        complete = false;
-        break;
-      }
+      if (!fd) complete = false;
       maps.*(m.field) = std::move(fd);
+    };
+    auto open_prog = [&](const std::string& name) {
+      UniqueFd fd(bpf_obj_get(absl::StrCat(progs_dir, "/", name).c_str()));
+      if (!fd) complete = false;
+      progs.emplace(name, std::move(fd));
+    };
+    for (const MapSlot& m : kMapSlots) open_map(m);
+    if (unix_hooks()) {
+      for (const MapSlot& m : kUnixMapSlots) open_map(m);
+      open_prog(kUnixBindProg);
     }
     for (const HookSpec& h : kHookSpecs) {
-      if (!complete) break;
-      UniqueFd fd(bpf_obj_get(absl::StrCat(progs_dir, "/", h.hook).c_str()));
-      if (!fd) {
-        complete = false;
-        break;
-      }
-      progs.emplace(h.hook, std::move(fd));
+      if (h.unix_program == nullptr || unix_hooks()) open_prog(h.hook);
     }
     if (complete) {
       maps_ = std::move(maps);
       progs_ = std::move(progs);
-      return absl::OkStatus();
+      return unix_hooks() ? TrackUnixBinds() : absl::OkStatus();
     }
   }
 
@@ -235,20 +281,7 @@ absl::Status EgressController::LoadOrOpen() {
   if (!cookie.ok()) return cookie.status();
   skel->rodata->sf_host_netns = *cookie;
   skel->rodata->sf_skb_has_netns_cookie = SkbHasNetnsCookie();
-  if (host_->pinned()) {
-    if (absl::Status s = MakeDirs(host_->PinPath("maps")); !s.ok()) return s;
-    // libbpf reuses a compatible pinned map of the same name, or creates
-    // and pins it: the rules and counters of running sandboxes survive.
-    bpf_map* map;
-    bpf_object__for_each_map(map, skel->obj) {
-      if (bpf_map__is_internal(map)) continue;
-      const std::string path =
-          host_->PinPath(absl::StrCat("maps/", bpf_map__name(map)));
-      if (bpf_map__set_pin_path(map, path.c_str()) != 0) {
-        return ErrnoError(errno, absl::StrCat("pin path ", path));
-      }
-    }
-  }
+  if (absl::Status s = SetPinPaths(skel->obj); !s.ok()) return s;
   if (int err = sf_egress::load(skel.get()); err != 0) {
     if (host_->pinned() && (err == -EINVAL || -err == EINVAL)) {
       return Rejected(absl::StrCat(
@@ -268,17 +301,146 @@ absl::Status EgressController::LoadOrOpen() {
   if (host_->pinned()) {
     if (absl::Status s = MakeDirs(progs_dir); !s.ok()) return s;
   }
-  for (const HookSpec& h : kHookSpecs) {
-    UniqueFd fd = Dup(bpf_program__fd(h.program(skel.get())));
-    if (!fd) return ErrnoError(errno, absl::StrCat("program ", h.hook));
+  auto keep_prog = [&](const std::string& name, int prog_fd) -> absl::Status {
+    UniqueFd fd = Dup(prog_fd);
+    if (!fd) return ErrnoError(errno, absl::StrCat("program ", name));
     if (host_->pinned()) {
-      const std::string path = absl::StrCat(progs_dir, "/", h.hook);
+      const std::string path = absl::StrCat(progs_dir, "/", name);
       ::unlink(path.c_str());  // a half-pinned set from a process that died
       if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
         return ErrnoError(errno, absl::StrCat("pin ", path));
       }
     }
-    progs_.emplace(h.hook, std::move(fd));
+    progs_.emplace(name, std::move(fd));
+    return absl::OkStatus();
+  };
+  for (const HookSpec& h : kHookSpecs) {
+    if (h.unix_program != nullptr) continue;
+    if (absl::Status s = keep_prog(h.hook, bpf_program__fd(h.program(skel.get())));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!unix_hooks()) return absl::OkStatus();
+
+  // The Unix socket hooks share the egress maps: sandboxes, counters and
+  // rings are one for every hook.
+  Skeleton<sf_egress_unix> unix_skel(sf_egress_unix::open());
+  if (!unix_skel) return LoadError(errno, "open the unix socket programs");
+  bpf_program__set_expected_attach_type(unix_skel->progs.sf_connect_unix,
+                                        kUnixConnect);
+  bpf_program__set_expected_attach_type(unix_skel->progs.sf_sendmsg_unix,
+                                        kUnixSendmsg);
+  const std::pair<bpf_map*, int> shared[] = {
+      {unix_skel->maps.sf_rings, maps_.rings.get()},
+      {unix_skel->maps.sf_sandboxes, maps_.sandboxes.get()},
+      {unix_skel->maps.sf_counters, maps_.counters.get()},
+  };
+  for (const auto& [map, fd] : shared) {
+    if (int err = bpf_map__reuse_fd(map, fd); err != 0) {
+      return ErrnoError(-err, absl::StrCat("share map ", bpf_map__name(map)));
+    }
+  }
+  if (absl::Status s = SetPinPaths(unix_skel->obj, /*skip_shared=*/true);
+      !s.ok()) {
+    return s;
+  }
+  if (sf_egress_unix::load(unix_skel.get()) != 0) {
+    // The kernel has the hooks but refuses the programs: every phase that
+    // checks Unix sockets is refused with this reason, never run unchecked.
+    unix_unavailable_ = absl::StrCat(
+        "this kernel refuses sandfence's unix socket programs: ",
+        std::strerror(errno), " (the verifier's log above says why)");
+    return absl::OkStatus();
+  }
+  for (const MapSlot& m : kUnixMapSlots) {
+    bpf_map* map = bpf_object__find_map_by_name(unix_skel->obj, m.name);
+    maps_.*(m.field) = Dup(map == nullptr ? -1 : bpf_map__fd(map));
+    if (!(maps_.*(m.field))) {
+      return ErrnoError(errno, absl::StrCat("map ", m.name));
+    }
+  }
+  for (const HookSpec& h : kHookSpecs) {
+    if (h.unix_program == nullptr) continue;
+    if (absl::Status s =
+            keep_prog(h.hook, bpf_program__fd(h.unix_program(unix_skel.get())));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = keep_prog(
+          kUnixBindProg, bpf_program__fd(unix_skel->progs.sf_unix_bind_exit));
+      !s.ok()) {
+    return s;
+  }
+  return TrackUnixBinds();
+}
+
+absl::Status EgressController::SetPinPaths(bpf_object* obj, bool skip_shared) {
+  if (!host_->pinned()) return absl::OkStatus();
+  if (absl::Status s = MakeDirs(host_->PinPath("maps")); !s.ok()) return s;
+  // libbpf reuses a compatible pinned map of the same name, or creates and
+  // pins it: the rules and counters of running sandboxes survive.
+  bpf_map* map;
+  bpf_object__for_each_map(map, obj) {
+    if (bpf_map__is_internal(map)) continue;
+    if (skip_shared && !absl::StartsWith(bpf_map__name(map), "sf_unix_")) {
+      continue;
+    }
+    const std::string path =
+        host_->PinPath(absl::StrCat("maps/", bpf_map__name(map)));
+    if (bpf_map__set_pin_path(map, path.c_str()) != 0) {
+      return ErrnoError(errno, absl::StrCat("pin path ", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EgressController::TrackUnixBinds() {
+  // One tracker per host on a pinned host (its link pinned, so it runs
+  // while any sandbox may need it); one per controller otherwise.
+  const std::string pin = host_->PinPath("links/host/unix_bind");
+  if (host_->pinned()) {
+    UniqueFd existing(bpf_obj_get(pin.c_str()));
+    if (existing) {
+      bind_tracker_ = std::move(existing);
+      return absl::OkStatus();
+    }
+  }
+  UniqueFd link(bpf_raw_tracepoint_open(nullptr, prog_fd(kUnixBindProg)));
+  if (!link) {
+    return LoadError(errno, "attach the unix bind tracker (tp_btf/sys_exit)");
+  }
+  if (host_->pinned()) {
+    if (absl::Status s = MakeDirs(host_->PinPath("links/host")); !s.ok()) {
+      return s;
+    }
+    if (bpf_obj_pin(link.get(), pin.c_str()) != 0) {
+      return ErrnoError(errno, absl::StrCat("pin ", pin));
+    }
+  }
+  bind_tracker_ = std::move(link);
+  return absl::OkStatus();
+}
+
+absl::Status EgressController::CheckUnix(const CompiledPhase& phase) const {
+  if (!phase.restricted() || !phase.unix_checked || unix_hooks()) {
+    return absl::OkStatus();
+  }
+  return Rejected(absl::StrCat(
+      "phase \"", phase.name, "\" checks Unix sockets, but ",
+      unix_unavailable_,
+      "; give the phase unix { mode: UNCHECKED } to run it with Unix "
+      "sockets unjudged (the record says so)"));
+}
+
+absl::Status EgressController::ProtectUnixName(const UnixName& name) {
+  if (!unix_hooks()) return absl::OkStatus();  // nothing judges names here
+  const sf_unix_key key = UnixKey(name, 0);
+  const uint8_t one = 1;
+  if (bpf_map_update_elem(maps_.unix_protected.get(), &key, &one, BPF_ANY) !=
+      0) {
+    return MapWriteError(errno, "sf_unix_protected");
   }
   return absl::OkStatus();
 }
@@ -382,6 +544,7 @@ absl::Status EgressController::Attach(int cgroup_fd, const CgroupRef& cgroup,
     // The reply-side hooks come with a DNS filter target (SetDnsTarget):
     // four link fds per sandbox that most sandboxes never need.
     if (!h.enforcing) continue;
+    if (h.unix_program != nullptr && !unix_hooks()) continue;
     absl::StatusOr<UniqueFd> link =
         AttachHook(cgroup_fd, id, cgroup.path, h.hook);
     if (!link.ok()) {
@@ -477,6 +640,7 @@ absl::StatusOr<uint32_t> EgressController::AddSandbox(
         "; the egress programs judge sandboxes down to level ",
         SF_MAX_CGROUP_DEPTH));
   }
+  if (absl::Status s = CheckUnix(phase); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (sandboxes_.contains(id)) {
     return absl::AlreadyExistsError(
@@ -522,6 +686,7 @@ absl::StatusOr<uint32_t> EgressController::AddSandbox(
 
 absl::StatusOr<uint32_t> EgressController::SwitchPhase(
     uint64_t cgroup_id, const CompiledPhase& phase, uint16_t phase_index) {
+  if (absl::Status s = CheckUnix(phase); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   auto it = sandboxes_.find(cgroup_id);
   if (it == sandboxes_.end()) {
@@ -647,13 +812,17 @@ absl::StatusOr<AdoptedSandbox> EgressController::AdoptSandbox(
   const bool has_target =
       bpf_map_lookup_elem(maps_.dns_targets.get(), &cgroup_id, &target) == 0;
   for (const HookSpec& h : kHookSpecs) {
+    const bool unix_hook = h.unix_program != nullptr;
+    if (unix_hook && !unix_hooks()) continue;
     UniqueFd link(bpf_obj_get(absl::StrCat(dir, "/", h.hook).c_str()));
     // Without a DNS filter target a sandbox has no reply-side hooks.
     if (!link && !h.enforcing && !has_target) continue;
     if (link && !h.enforcing) state.reply_hooks = true;
-    if (!link && !h.enforcing) {
-      // A build before the DNS filter left no reply-side hooks: attach
-      // them now. Nothing ran unenforced for their absence.
+    // A build before the Unix hooks never set SF_SB_UNIX_CHECKED, so the
+    // sandbox lost nothing for their absence: attach them now, as the
+    // reply-side hooks of a build before the DNS filter.
+    if (!link && (!h.enforcing || unix_hook)) {
+      // Nothing ran unenforced for their absence.
       absl::StatusOr<std::string> path = CgroupPathOfId(cgroup_id);
       UniqueFd cg(
           path.ok() ? ::open(path->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)

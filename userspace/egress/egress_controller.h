@@ -18,6 +18,8 @@
 #ifndef SANDFENCE_EGRESS_EGRESS_CONTROLLER_H_
 #define SANDFENCE_EGRESS_EGRESS_CONTROLLER_H_
 
+#include <bpf/libbpf.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,12 +72,14 @@ struct AdoptedSandbox {
 };
 
 // The egress hooks, by the names records use: one link each per sandbox.
-// The last four judge nothing: they show a DNS client whose query went to
-// the sandbox's filter the server it asked (recvmsg, getpeername), and are
-// attached only to sandboxes given a DNS filter target.
+// recvmsg4/6 and getpeername4/6 judge nothing: they show a DNS client whose
+// query went to the sandbox's filter the server it asked, and are attached
+// only to sandboxes given a DNS filter target. connect_unix and
+// sendmsg_unix judge AF_UNIX sockets, on kernels that have them (6.7+).
 inline constexpr const char* kEgressHooks[] = {
-    "sock_create", "connect4", "connect6", "sendmsg4",     "sendmsg6",
-    "skb_egress",  "recvmsg4", "recvmsg6", "getpeername4", "getpeername6"};
+    "sock_create",  "connect4",     "connect6",     "sendmsg4",
+    "sendmsg6",     "skb_egress",   "recvmsg4",     "recvmsg6",
+    "getpeername4", "getpeername6", "connect_unix", "sendmsg_unix"};
 
 class EgressController {
  public:
@@ -168,6 +172,15 @@ class EgressController {
   const std::string& build() const { return build_; }
   HostState& host() const { return *host_; }
 
+  // Whether phases that check Unix sockets can be enforced here; when not,
+  // why (unix_unavailable()).
+  bool unix_hooks() const { return unix_unavailable_.empty(); }
+  const std::string& unix_unavailable() const { return unix_unavailable_; }
+  // A Unix socket name no sandbox may connect or send to, whatever its
+  // policy lists (sandfence's own sockets). Host-wide, kept while the maps
+  // are pinned. A no-op where the kernel has no Unix hooks.
+  absl::Status ProtectUnixName(const UnixName& name);
+
   // Removes everything pinned under a pin root (`sandfence daemon
   // --cleanup`): links detach, maps and programs go with their last user.
   static absl::Status RemovePins(const std::string& pin_root);
@@ -191,16 +204,28 @@ class EgressController {
   struct Maps {
     UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings,
         dns_targets, learned4, learned6;
+    // The unix object's (-1 without Unix hooks).
+    UniqueFd unix_rules, unix_protected, unix_bound;
   };
   struct MapSlot {
     const char* name;
     UniqueFd Maps::*field;
   };
   static const MapSlot kMapSlots[];
+  static const MapSlot kUnixMapSlots[];
+  // The bind tracker's program, pinned with the hooks.
+  static constexpr const char* kUnixBindProg = "unix_bind";
 
   explicit EgressController(HostState* host) : host_(host) {}
   absl::Status LoadOrOpen();
   absl::Status CreateRing(uint32_t ring_bytes);
+  // Pin paths for obj's maps on a pinned host (skip_shared: only the unix
+  // object's own maps; the rest are the egress object's, reused by fd).
+  absl::Status SetPinPaths(bpf_object* obj, bool skip_shared = false);
+  // Attaches the host's unix bind tracker, or opens the pinned one.
+  absl::Status TrackUnixBinds();
+  // Rejected for a phase that checks Unix sockets where nothing can.
+  absl::Status CheckUnix(const CompiledPhase& phase) const;
   absl::Status WriteEntries(const RuleEntries& entries);
   void DeleteEntries(const RuleEntries& entries);
   void DeleteGeneration(uint32_t generation);
@@ -227,6 +252,9 @@ class EgressController {
   Maps maps_;
   absl::flat_hash_map<std::string, UniqueFd> progs_;  // by hook name
   UniqueFd ring_;
+  // Empty when the Unix hooks are loaded; else why they are not.
+  std::string unix_unavailable_;
+  UniqueFd bind_tracker_;  // the tracker's link (see TrackUnixBinds)
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, SandboxState> sandboxes_ ABSL_GUARDED_BY(mu_);
 };

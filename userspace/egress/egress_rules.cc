@@ -104,6 +104,14 @@ absl::Status EgressController::WriteEntries(const RuleEntries& e) {
   if (s.ok()) s = UpdateAll(maps_.exact6.get(), e.exact6, "sf_exact6", true);
   if (s.ok()) s = UpdateAll(maps_.cidr4.get(), e.cidr4, "sf_cidr4", true);
   if (s.ok()) s = UpdateAll(maps_.cidr6.get(), e.cidr6, "sf_cidr6", true);
+  if (s.ok() && !e.unix_names.empty()) {
+    if (!maps_.unix_rules) {
+      s = Rejected(absl::StrCat("Unix socket names: ", unix_unavailable_));
+    } else {
+      s = UpdateAll(maps_.unix_rules.get(), e.unix_names, "sf_unix_rules",
+                    true);
+    }
+  }
   if (!s.ok()) DeleteEntries(e);
   return s;
 }
@@ -113,6 +121,7 @@ void EgressController::DeleteEntries(const RuleEntries& e) {
   DeleteAll(maps_.exact6.get(), e.exact6, true);
   DeleteAll(maps_.cidr4.get(), e.cidr4, true);
   DeleteAll(maps_.cidr6.get(), e.cidr6, true);
+  if (maps_.unix_rules) DeleteAll(maps_.unix_rules.get(), e.unix_names, true);
 }
 
 void EgressController::DeleteGeneration(uint32_t generation) {
@@ -120,6 +129,19 @@ void EgressController::DeleteGeneration(uint32_t generation) {
   DeleteKeysOfGeneration<sf_exact6_key>(maps_.exact6.get(), generation);
   DeleteKeysOfGeneration<sf_cidr4_key>(maps_.cidr4.get(), generation);
   DeleteKeysOfGeneration<sf_cidr6_key>(maps_.cidr6.get(), generation);
+  if (maps_.unix_rules) {
+    std::vector<sf_unix_key> doomed;
+    sf_unix_key key{}, next{};
+    const sf_unix_key* prev = nullptr;
+    while (bpf_map_get_next_key(maps_.unix_rules.get(), prev, &next) == 0) {
+      if (next.scope == generation) doomed.push_back(next);
+      key = next;
+      prev = &key;
+    }
+    for (const sf_unix_key& k : doomed) {
+      bpf_map_delete_elem(maps_.unix_rules.get(), &k);
+    }
+  }
 }
 
 void EgressController::DeleteLearned(SandboxState& state) {

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,10 +18,24 @@ absl::StatusOr<NetEvent> DecodeNetEvent(const void* data, size_t size) {
   }
   sf_net_event raw;
   std::memcpy(&raw, data, sizeof(raw));
-  if (raw.type != SF_EVENT_NET) {
+  NetEvent e;
+  if (raw.type == SF_EVENT_UNIX) {
+    if (size < sizeof(sf_unix_event)) {
+      return absl::DataLossError(absl::StrCat("unix event of ", size,
+                                              " bytes, expected ",
+                                              sizeof(sf_unix_event)));
+    }
+    sf_unix_event u;
+    std::memcpy(&u, data, sizeof(u));
+    UnixName name;
+    name.abstract = u.abstract != 0;
+    name.name.assign(u.name, name.abstract
+                                 ? std::min<size_t>(u.len, sizeof(u.name))
+                                 : strnlen(u.name, sizeof(u.name)));
+    e.unix_name = std::move(name);
+  } else if (raw.type != SF_EVENT_NET) {
     return absl::DataLossError(absl::StrCat("unknown event type ", raw.type));
   }
-  NetEvent e;
   e.hook = static_cast<sf_hook>(raw.hook);
   e.verdict = static_cast<sf_verdict>(raw.verdict);
   e.reason = static_cast<sf_reason>(raw.reason);
@@ -56,6 +71,10 @@ absl::string_view HookName(sf_hook hook) {
       return "sock_create";
     case SF_HOOK_SKB_EGRESS:
       return "skb_egress";
+    case SF_HOOK_CONNECT_UNIX:
+      return "connect_unix";
+    case SF_HOOK_SENDMSG_UNIX:
+      return "sendmsg_unix";
   }
   return "unknown";
 }
@@ -92,6 +111,14 @@ absl::string_view ReasonName(sf_reason reason) {
       return "no DNS filter";
     case SF_REASON_DNS_UNREDIRECTABLE:
       return "DNS not redirectable";
+    case SF_REASON_UNIX_LISTED:
+      return "unix name listed";
+    case SF_REASON_UNIX_OWN:
+      return "unix socket of the sandbox";
+    case SF_REASON_UNIX_PROTECTED:
+      return "sandfence's own socket";
+    case SF_REASON_UNIX_UNCHECKED:
+      return "unix unchecked";
   }
   return "unknown";
 }

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/bpf_handles.h"
 #include "common/ip.h"
+#include "compile/compiled_policy.h"
 #include "egress/egress_abi.h"
 
 namespace sandfence {
@@ -31,10 +33,13 @@ struct NetEvent {
   uint64_t boot_ns = 0;
   uint64_t sandbox = 0;
   uint64_t cgroup = 0;
-  IpAddress addr;
+  IpAddress addr;  // not for Unix sockets
   std::string comm;
+  // AF_UNIX attempts (connect_unix, sendmsg_unix): the name, else nullopt.
+  std::optional<UnixName> unix_name;
 
   bool denied() const { return verdict == SF_VERDICT_DENY; }
+  bool is_unix() const { return unix_name.has_value(); }
 };
 
 absl::StatusOr<NetEvent> DecodeNetEvent(const void* data, size_t size);

@@ -148,7 +148,31 @@ absl::StatusOr<RuleEntries> BuildRuleEntries(const CompiledPhase& phase,
       entries.cidr6.push_back({key, value});
     }
   }
+  // rule_id: the name's index in phase.unix_names.
+  if (phase.restricted() && phase.unix_checked) {
+    for (size_t i = 0; i < phase.unix_names.size(); ++i) {
+      const UnixName& n = phase.unix_names[i];
+      if (n.name.empty() || n.name.size() > SF_UNIX_NAME_MAX - 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unix name ", n.ToString(), ": ", n.name.size(),
+                         " bytes; 1 to ", SF_UNIX_NAME_MAX - 1, " fit"));
+      }
+      entries.unix_names.push_back(
+          {UnixKey(n, generation), sf_rule_ref{static_cast<uint32_t>(i)}});
+    }
+  }
   return entries;
+}
+
+sf_unix_key UnixKey(const UnixName& name, uint64_t scope) {
+  sf_unix_key key{};
+  key.scope = scope;
+  const size_t n = std::min<size_t>(name.name.size(), SF_UNIX_NAME_MAX);
+  // A path ends at its first NUL (len 0); an abstract name is its bytes.
+  key.len = name.abstract ? static_cast<uint16_t>(n) : 0;
+  key.abstract = name.abstract ? 1 : 0;
+  std::memcpy(key.name, name.name.data(), n);
+  return key;
 }
 
 uint32_t SandboxFlags(const CompiledPhase& phase) {
@@ -156,6 +180,7 @@ uint32_t SandboxFlags(const CompiledPhase& phase) {
   if (phase.restricted()) flags |= SF_SB_RESTRICTED;
   // An unrestricted phase sends DNS wherever it likes: nothing to filter.
   if (phase.restricted() && phase.dns_filtered) flags |= SF_SB_DNS_FILTER;
+  if (phase.restricted() && phase.unix_checked) flags |= SF_SB_UNIX_CHECKED;
   if (phase.loopback == v1::LOOPBACK_DEFAULT) flags |= SF_SB_OWN_LOOPBACK;
   switch (phase.audit_allowed) {
     case v1::Audit::ALL:

@@ -23,9 +23,12 @@ struct RuleEntries {
   std::vector<MapEntry<sf_exact6_key, sf_rule_ref>> exact6;
   std::vector<MapEntry<sf_cidr4_key, sf_cidr_value>> cidr4;
   std::vector<MapEntry<sf_cidr6_key, sf_cidr_value>> cidr6;
+  // sf_unix_rules: the phase's Unix socket names (scope = generation).
+  std::vector<MapEntry<sf_unix_key, sf_rule_ref>> unix_names;
 
   size_t size() const {
-    return exact4.size() + exact6.size() + cidr4.size() + cidr6.size();
+    return exact4.size() + exact6.size() + cidr4.size() + cidr6.size() +
+           unix_names.size();
   }
 };
 
@@ -37,6 +40,9 @@ struct RuleEntries {
 // than SF_MAX_PORT_RANGES distinct port ranges.
 absl::StatusOr<RuleEntries> BuildRuleEntries(const CompiledPhase& phase,
                                              uint32_t generation);
+
+// The sf_unix_* key of a Unix socket name under `scope`.
+sf_unix_key UnixKey(const UnixName& name, uint64_t scope);
 
 // The sf_sandbox.flags value for a phase.
 uint32_t SandboxFlags(const CompiledPhase& phase);

@@ -22,6 +22,7 @@ FoldKey FoldKey::Of(const NetEvent& e, uint32_t phase_index) {
   std::memcpy(k.addr.data(), e.addr.bytes(), e.addr.is_v4() ? 4 : 16);
   std::memcpy(k.comm.data(), e.comm.data(),
               std::min(e.comm.size(), k.comm.size()));
+  if (e.is_unix()) k.unix_name = e.unix_name->ToString();
   return k;
 }
 

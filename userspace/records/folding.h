@@ -31,6 +31,7 @@ struct FoldKey {
   uint8_t family = 0;
   std::array<uint8_t, 16> addr{};
   std::array<char, 16> comm{};
+  std::string unix_name;  // a Unix socket's, as records show it
 
   static FoldKey Of(const NetEvent& e, uint32_t phase_index);
 
@@ -39,7 +40,7 @@ struct FoldKey {
   friend H AbslHashValue(H h, const FoldKey& k) {
     return H::combine(std::move(h), k.phase_index, k.uid, k.port, k.verdict,
                       k.reason, k.hook, k.protocol, k.sock_type, k.family,
-                      k.addr, k.comm);
+                      k.addr, k.comm, k.unix_name);
   }
 };
 

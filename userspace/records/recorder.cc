@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "compile/unix_name.h"
 #include "common/status.h"
 #include "sandfence/version.h"
 
@@ -175,6 +176,18 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
     phase.dns_ttl = {d.min_ttl_seconds(), d.max_ttl_seconds(),
                      d.grace_seconds()};
   }
+  if (p.has_unix()) {
+    phase.unix_checked = p.unix().checked();
+    phase.unix_unchecked = !p.unix().checked();
+    for (const std::string& text : p.unix().allow()) {
+      absl::StatusOr<UnixName> name = ParseUnixName(text);
+      if (!name.ok()) {
+        return Malformed(absl::StrCat("phase ", p.name(), ": unix allow ",
+                                      name.status().message()));
+      }
+      phase.unix_names.push_back(*std::move(name));
+    }
+  }
   return phase;
 }
 
@@ -220,6 +233,11 @@ v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase) {
     d->set_min_ttl_seconds(phase.dns_ttl.min_seconds);
     d->set_max_ttl_seconds(phase.dns_ttl.max_seconds);
     d->set_grace_seconds(phase.dns_ttl.grace_seconds);
+  }
+  if (phase.restricted() && (phase.unix_checked || phase.unix_unchecked)) {
+    v1::UnixPolicy* u = p.mutable_unix();
+    u->set_checked(phase.unix_checked);
+    for (const UnixName& n : phase.unix_names) u->add_allow(n.ToString());
   }
   return p;
 }
@@ -351,7 +369,10 @@ v1::NetAttempt RolloutRecorder::ToAttempt(const FoldedEntry& f) const {
   a.set_hook(std::string(HookName(e.hook)));
   a.set_protocol(ProtocolName(e.protocol));
   a.set_socket_type(SocketTypeName(e.sock_type));
-  if (e.hook != SF_HOOK_SOCK_CREATE) {
+  if (e.is_unix()) {
+    a.set_protocol("unix");
+    a.set_address(e.unix_name->ToString());
+  } else if (e.hook != SF_HOOK_SOCK_CREATE) {
     a.set_address(e.addr.ToString());
     a.set_port(e.port);
   }
@@ -364,7 +385,12 @@ v1::NetAttempt RolloutRecorder::ToAttempt(const FoldedEntry& f) const {
   // Any bytes a process named itself: escaped, or the entry would not parse.
   a.set_command(Printable(e.comm, 64, /*lower=*/false));
   const int policy_index = timeline_[f.phase_index].policy_index;
-  if (e.rule_id != SF_NO_RULE && policy_index >= 0) {
+  if (e.is_unix()) {
+    // A listed name's rule_id indexes the phase's unix names, not rules.
+    if (e.reason == SF_REASON_UNIX_LISTED) {
+      a.set_rule(absl::StrCat("unix ", e.unix_name->ToString()));
+    }
+  } else if (e.rule_id != SF_NO_RULE && policy_index >= 0) {
     const CompiledPhase& phase = policy_.phases[policy_index];
     if (e.rule_id < phase.rules.size()) {
       const Rule& rule = phase.rules[e.rule_id];

@@ -219,16 +219,28 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     return child.status();
   }
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, *child, 0)));
-  if (!pidfd) return ErrnoError(errno, "pidfd_open");
+  if (!pidfd) {
+    const int err = errno;
+    end().IgnoreError();
+    return ErrnoError(err, "pidfd_open");
+  }
 
   // One loop: the command's exit, forwarded signals, and events.
   int signals_seen = 0;
   for (;;) {
     absl::StatusOr<int> polled = (*host)->PollEvents(0);
-    if (!polled.ok()) return polled.status();
+    if (!polled.ok()) {
+      // The command is killed with its sandbox: nothing runs unrecorded.
+      end().IgnoreError();
+      return polled.status();
+    }
     pollfd fds[2] = {{pidfd.get(), POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
     int n = ::poll(fds, 2, 50);
-    if (n < 0 && errno != EINTR) return ErrnoError(errno, "poll");
+    if (n < 0 && errno != EINTR) {
+      const int err = errno;
+      end().IgnoreError();
+      return ErrnoError(err, "poll");
+    }
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo info;
       while (::read(sigfd.get(), &info, sizeof(info)) == sizeof(info)) {
@@ -243,7 +255,10 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     if (sb.recorder() != nullptr) sb.recorder()->Tick().IgnoreError();
   }
   absl::StatusOr<int> status = WaitForExit(*child);
-  if (!status.ok()) return status.status();
+  if (!status.ok()) {
+    end().IgnoreError();
+    return status.status();
+  }
   summary.exit_status = *status;
   if (absl::Status s = end(); !s.ok()) return s;
   return summary;

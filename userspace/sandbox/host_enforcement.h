@@ -67,6 +67,9 @@ class HostEnforcement {
   virtual absl::StatusOr<SandboxCounters> EgressCounters(
       uint64_t cgroup_id) = 0;
   virtual absl::StatusOr<AdoptedSandbox> AdoptEgress(uint64_t cgroup_id) = 0;
+  // Why phases that check Unix sockets cannot be enforced here (empty:
+  // they can): such a policy is refused before anything exists.
+  virtual std::string UnixUnavailable() const = 0;
 
   // --- the process guard ---
   // Loads (or opens) the guard for `mode` without guarding anything:

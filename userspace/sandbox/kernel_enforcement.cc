@@ -233,6 +233,15 @@ absl::Status KernelEnforcement::Protect(const std::string& path) {
     return chain.status();  // a bad path is an error now, not later
   }
   protected_.push_back(path);
+  // A socket among them (the daemon's) is also a Unix name no sandbox may
+  // connect to, whatever its policy lists: judged by the egress hooks with
+  // or without a guard. Any other path is just a name nobody connects to.
+  if (path.size() < SF_UNIX_NAME_MAX && !path.empty() && path[0] == '/') {
+    if (absl::Status s = egress_->ProtectUnixName(UnixName{path, false});
+        !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 

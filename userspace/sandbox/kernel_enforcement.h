@@ -73,6 +73,9 @@ class KernelEnforcement : public HostEnforcement {
   absl::StatusOr<int> DrainEvents() override;
 
   std::string EgressName() const override { return "cgroup-bpf"; }
+  std::string UnixUnavailable() const override {
+    return egress_->unix_unavailable();
+  }
   std::string GuardStatus() override;
   std::vector<uint64_t> AllSandboxes() override;
   std::string PinRoot() const override { return host_->pin_root(); }

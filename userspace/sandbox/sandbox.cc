@@ -151,6 +151,18 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
                                   PhaseNames(sb->policy_), ")"));
   }
   const CompiledPhase& phase = sb->policy_.phases[index];
+  // Every phase, before anything exists: a switch must not find the host
+  // unable to enforce what the rollout was promised.
+  if (const std::string why = host->UnixUnavailable(); !why.empty()) {
+    for (const CompiledPhase& p : sb->policy_.phases) {
+      if (p.restricted() && p.unix_checked) {
+        return Rejected(absl::StrCat(
+            "phase \"", p.name, "\" checks Unix sockets, but ", why,
+            "; give it unix { mode: UNCHECKED } (--unix unchecked) to run "
+            "with Unix sockets unjudged (the record says so)"));
+      }
+    }
+  }
   absl::StatusOr<std::optional<std::vector<HostPort>>> upstreams =
       DnsUpstreams(sb->policy_);
   if (!upstreams.ok()) return upstreams.status();

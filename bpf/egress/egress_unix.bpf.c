@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unix sockets for sandboxes: cgroup connect_unix and sendmsg_unix (Linux
+ * 6.7+) judge every AF_UNIX connect and addressed send of a restricted
+ * sandbox whose phase checks them. Allowed are the names the phase lists
+ * and the names bound last by a process inside the same sandbox; a name
+ * in sf_unix_protected (sandfence's own sockets) never. Everything else is
+ * EPERM, counted and recorded like any egress attempt.
+ *
+ * A separate object from egress.bpf.c because it needs kernel types (the
+ * hooks read the name through bpf_cast_to_kern_ctx, the bind tracker walks
+ * the fd table) and kfuncs an older kernel does not have: it is loaded only
+ * where the hooks exist, and shares the egress maps (the controller hands
+ * it their fds before load).
+ *
+ * Who bound a name: a tp_btf/sys_exit tracker sees every successful bind()
+ * on the host and keeps, per name, the binder's cgroup ancestry when it was
+ * inside a sandbox (the entry goes when anyone else binds the name). Paths
+ * are judged by the name the caller gives, not by the file it resolves to:
+ * see the README's limits.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "egress/egress_abi.h"
+
+#define AF_UNIX 1
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+/* x86_64's bind(2); 32-bit binds are not tracked: their names count as
+ * bound outside (denied), never as the sandbox's own. */
+#define SF_NR_BIND 49
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+/* The egress object's maps, shared (their fds are reused at load): the
+ * definitions must stay identical to egress.bpf.c's. */
+struct sf_ring {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, SF_MAX_DRIVERS);
+	__type(key, __u32);
+	__array(values, struct sf_ring);
+} sf_rings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_SANDBOXES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct sf_sandbox);
+} sf_sandboxes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_SANDBOXES);
+	__type(key, __u64);
+	__type(value, struct sf_counters);
+} sf_counters SEC(".maps");
+
+
+/* This object's own maps. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_UNIX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sf_unix_key);
+	__type(value, struct sf_rule_ref);
+} sf_unix_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_UNIX_PROTECTED);
+	__type(key, struct sf_unix_key);
+	__type(value, __u8);
+} sf_unix_protected SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SF_SEEN_ENTRIES);
+	__type(key, struct sf_unix_key);
+	__type(value, __u8);
+} sf_unix_seen SEC(".maps");
+
+/* LRU: binds outside sandboxes never get in, and an evicted sandbox name
+ * is denied (fail closed), never opened. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SF_MAX_UNIX_BOUND);
+	__type(key, struct sf_unix_key);
+	__type(value, struct sf_unix_binder);
+} sf_unix_bound SEC(".maps");
+
+/*
+ * The name in a sockaddr_un of alen bytes (family included) at uaddr, a
+ * kernel address, into k (see struct sf_unix_key). No byte loops: the
+ * verifier would walk every branch of every byte; reads of the exact
+ * length into a zeroed key do the work.
+ */
+static __always_inline void sf_unix_name(const void *uaddr, __u32 alen,
+					 struct sf_unix_key *k)
+{
+	__u32 n = alen > 2 ? alen - 2 : 0;
+	char first = 0;
+
+	__builtin_memset(k->name, 0, SF_UNIX_NAME_MAX);
+	k->len = 0;
+	k->abstract = 0;
+	if (n > SF_UNIX_NAME_MAX)
+		n = SF_UNIX_NAME_MAX;
+	if (!n || bpf_probe_read_kernel(&first, 1, uaddr + 2) != 0)
+		return;
+	if (first == 0) {
+		/* Abstract: the n - 1 bytes after the leading NUL. */
+		n--;
+		k->abstract = 1;
+		k->len = n;
+		if (n > 0 && n < SF_UNIX_NAME_MAX)
+			bpf_probe_read_kernel(k->name, n, uaddr + 3);
+		return;
+	}
+	if (n > 0 && n <= SF_UNIX_NAME_MAX)
+		bpf_probe_read_kernel(k->name, n, uaddr + 2);
+}
+
+struct sf_unix_walk {
+	__u64 ids[SF_MAX_CGROUP_DEPTH];
+	struct sf_unix_key key; /* scope set per sandbox */
+	/* Bit L: the name's last binder shares the task's ancestor at level
+	 * L + 1 (so was inside a sandbox there). */
+	__u16 own_levels;
+	__u8 protected;
+	__u8 found;
+	__u8 too_deep;
+	__u8 ring;
+	__u8 pad[2];
+	__u32 generation;
+	__u32 flags;
+	__u64 id;
+	struct sf_decision dec;
+};
+
+static __always_inline void sf_unix_set(struct sf_decision *d, __u8 verdict,
+					__u8 reason, __u32 rule_id)
+{
+	d->verdict = verdict;
+	d->reason = reason;
+	d->rule_id = rule_id;
+}
+
+static long sf_unix_level(__u32 level, void *ctx)
+{
+	struct sf_unix_walk *w = ctx;
+	const struct sf_sandbox *sb;
+	struct sf_rule_ref *ref;
+	__u64 id;
+
+	if (level >= SF_MAX_CGROUP_DEPTH)
+		return 1;
+	id = w->ids[level];
+	if (!id)
+		return 1;
+	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
+	if (!sb)
+		return 0;
+	struct sf_sandbox s = *sb;
+
+	w->found = 1;
+	w->id = id;
+	w->generation = s.generation;
+	w->flags = s.flags;
+	w->ring = s.ring;
+	if (!(s.flags & SF_SB_RESTRICTED)) {
+		sf_unix_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_UNRESTRICTED,
+			    SF_NO_RULE);
+		return 0;
+	}
+	if (!(s.flags & SF_SB_UNIX_CHECKED)) {
+		sf_unix_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_UNIX_UNCHECKED,
+			    SF_NO_RULE);
+		return 0;
+	}
+	/* Before any rule: a policy cannot open sandfence's own sockets. */
+	if (w->protected) {
+		sf_unix_set(&w->dec, SF_VERDICT_DENY, SF_REASON_UNIX_PROTECTED,
+			    SF_NO_RULE);
+		return 1;
+	}
+	w->key.scope = s.generation;
+	ref = bpf_map_lookup_elem(&sf_unix_rules, &w->key);
+	if (ref) {
+		sf_unix_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_UNIX_LISTED,
+			    ref->rule_id);
+		return 0;
+	}
+	/* Bound last by a process at or below this sandbox. */
+	if (w->own_levels & (1u << level)) {
+		sf_unix_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_UNIX_OWN,
+			    SF_NO_RULE);
+		return 0;
+	}
+	sf_unix_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_RULE, SF_NO_RULE);
+	/* A nested sandbox narrows its parent's policy, never widens it. */
+	return 1;
+}
+
+static __always_inline struct sf_counters *sf_counters_of(__u64 id)
+{
+	struct sf_counters *c = bpf_map_lookup_elem(&sf_counters, &id);
+
+	if (!c) {
+		struct sf_counters zero = {};
+
+		bpf_map_update_elem(&sf_counters, &id, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&sf_counters, &id);
+	}
+	return c;
+}
+
+/* Whether an allow goes to the ring (the audit setting), as egress does:
+ * in first-per-destination mode, once per name and phase. */
+static __always_inline bool sf_unix_report_allow(struct sf_unix_walk *w)
+{
+	__u8 one = 1;
+
+	if (w->flags & SF_SB_AUDIT_ALLOW_ALL)
+		return true;
+	if (!(w->flags & SF_SB_AUDIT_ALLOW_FIRST))
+		return false;
+	/* The walk's key becomes the seen key: nothing reads it after. */
+	w->key.scope = w->id;
+	w->key.aux = w->generation;
+	if (bpf_map_lookup_elem(&sf_unix_seen, &w->key))
+		return false;
+	return bpf_map_update_elem(&sf_unix_seen, &w->key, &one, BPF_NOEXIST) ==
+	       0;
+}
+
+/* Decide first (done), count, then try to record. */
+static __always_inline void sf_unix_record(struct sf_unix_walk *w,
+					   struct bpf_sock_addr *ctx, __u8 hook)
+{
+	struct sf_counters *c = sf_counters_of(w->id);
+	struct sf_unix_event *e = NULL;
+	__u32 slot = w->ring;
+	__u64 pid_tgid, uid_gid;
+	void *ring;
+
+	if (w->dec.verdict == SF_VERDICT_ALLOW && !sf_unix_report_allow(w)) {
+		if (c) {
+			__sync_fetch_and_add(&c->allowed, 1);
+			__sync_fetch_and_add(&c->allowed_unreported, 1);
+		}
+		return;
+	}
+	if (c) {
+		if (w->dec.verdict == SF_VERDICT_ALLOW)
+			__sync_fetch_and_add(&c->allowed, 1);
+		else
+			__sync_fetch_and_add(&c->denied, 1);
+	}
+	ring = bpf_map_lookup_elem(&sf_rings, &slot);
+	if (ring)
+		e = bpf_ringbuf_reserve(ring, sizeof(*e), 0);
+	if (!e) {
+		if (c)
+			__sync_fetch_and_add(&c->events_lost, 1);
+		return;
+	}
+	pid_tgid = bpf_get_current_pid_tgid();
+	uid_gid = bpf_get_current_uid_gid();
+	__builtin_memset(&e->net, 0, sizeof(e->net));
+	e->net.type = SF_EVENT_UNIX;
+	e->net.hook = hook;
+	e->net.verdict = w->dec.verdict;
+	e->net.reason = w->dec.reason;
+	e->net.protocol = 0;
+	e->net.family = AF_UNIX;
+	e->net.sock_type = ctx->type;
+	e->net.rule_id = w->dec.rule_id;
+	e->net.generation = w->generation;
+	e->net.pid = (__u32)pid_tgid;
+	e->net.tgid = pid_tgid >> 32;
+	e->net.uid = (__u32)uid_gid;
+	e->net.gid = uid_gid >> 32;
+	e->net.boot_ns = bpf_ktime_get_boot_ns();
+	e->net.sandbox = w->id;
+	e->net.cgroup = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(e->net.comm, sizeof(e->net.comm));
+	e->len = w->key.len;
+	e->abstract = w->key.abstract;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	__builtin_memset(e->pad2, 0, sizeof(e->pad2));
+	__builtin_memcpy(e->name, w->key.name, SF_UNIX_NAME_MAX);
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	struct bpf_sock_addr_kern *sa = bpf_cast_to_kern_ctx(ctx);
+	struct sf_unix_walk w = {};
+	struct sf_unix_binder *b;
+	int level;
+
+	sf_unix_name(sa->uaddr, sa->uaddrlen, &w.key);
+	for (level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
+		w.ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
+		if (!w.ids[level])
+			break;
+	}
+	w.too_deep =
+		bpf_get_current_ancestor_cgroup_id(SF_MAX_CGROUP_DEPTH + 1) != 0;
+
+	/* Scope 0 holds the protected names. */
+	w.key.scope = 0;
+	w.protected = bpf_map_lookup_elem(&sf_unix_protected, &w.key) != NULL;
+
+	w.key.scope = w.key.abstract ? bpf_get_netns_cookie(ctx) : 0;
+	b = bpf_map_lookup_elem(&sf_unix_bound, &w.key);
+	if (b) {
+		for (level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
+			if (w.ids[level] && b->ids[level] == w.ids[level])
+				w.own_levels |= 1u << level;
+		}
+	}
+
+	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_unix_level, &w, 0);
+	if (!w.found) {
+		/* Attached only to sandboxes: a task that finds none escaped
+		 * or outlived its sandbox. Counted under sandbox 0. */
+		sf_unix_set(&w.dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX,
+			    SF_NO_RULE);
+		w.id = 0;
+		w.ring = SF_MAX_DRIVERS;
+		sf_unix_record(&w, ctx, hook);
+		return 0;
+	}
+	if (w.too_deep)
+		sf_unix_set(&w.dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
+			    SF_NO_RULE);
+	sf_unix_record(&w, ctx, hook);
+	return w.dec.verdict == SF_VERDICT_ALLOW;
+}
+
+/* libbpf 1.1 does not know the unix section names: the controller sets the
+ * attach types (BPF_CGROUP_UNIX_CONNECT, _SENDMSG) before load. */
+SEC("cgroup/connect4")
+int sf_connect_unix(struct bpf_sock_addr *ctx)
+{
+	return sf_unix_hook(ctx, SF_HOOK_CONNECT_UNIX);
+}
+
+SEC("cgroup/sendmsg4")
+int sf_sendmsg_unix(struct bpf_sock_addr *ctx)
+{
+	return sf_unix_hook(ctx, SF_HOOK_SENDMSG_UNIX);
+}
+
+/* The file behind fd in the current task's table (NULL: none). */
+static __always_inline struct file *sf_fd_file(struct task_struct *t, int fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **arr;
+	struct file *f = NULL;
+
+	if (!fdt || fd < 0 || (__u32)fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	arr = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]);
+	return f;
+}
+
+/*
+ * Every successful bind() on the host: an AF_UNIX name bound inside a
+ * sandbox is remembered with the binder's ancestry; bound anywhere else,
+ * the name is forgotten (it is no longer the sandbox's).
+ */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sf_unix_bind_exit, struct pt_regs *regs, long ret)
+{
+	struct sf_unix_key k = {};
+	struct sf_unix_binder binder = {};
+	struct unix_address *a;
+	struct socket *sock;
+	struct file *f;
+	struct sock *sk;
+	bool sandboxed = false;
+	int level;
+
+	if (ret != 0 || regs->orig_ax != SF_NR_BIND)
+		return 0;
+	f = sf_fd_file(bpf_get_current_task_btf(), (int)regs->di);
+	if (!f)
+		return 0;
+	/* Another thread may have put something else under the fd since. */
+	if ((BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return 0;
+	sock = BPF_CORE_READ(f, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
+		return 0;
+	a = BPF_CORE_READ((struct unix_sock *)sk, addr);
+	if (!a)
+		return 0;
+	sf_unix_name((const void *)a + bpf_core_field_offset(struct unix_address,
+							      name),
+		     BPF_CORE_READ(a, len), &k);
+	if (!k.name[0] && !k.len)
+		return 0;
+	if (k.abstract)
+		k.scope = BPF_CORE_READ(sk, __sk_common.skc_net.net, net_cookie);
+
+	for (level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
+		binder.ids[level] =
+			bpf_get_current_ancestor_cgroup_id(level + 1);
+		if (!binder.ids[level])
+			break;
+		if (bpf_map_lookup_elem(&sf_sandboxes, &binder.ids[level]))
+			sandboxed = true;
+	}
+	if (sandboxed)
+		bpf_map_update_elem(&sf_unix_bound, &k, &binder, BPF_ANY);
+	else
+		bpf_map_delete_elem(&sf_unix_bound, &k);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

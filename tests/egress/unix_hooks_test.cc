@@ -1,0 +1,320 @@
+// Unix sockets from restricted sandboxes (issue 21), on real cgroups with
+// the kernel's connect_unix/sendmsg_unix hooks: a service outside the
+// sandbox is EPERM unless the phase lists its name; the sandbox's own
+// sockets stay reachable; sandfence's own are never reachable; inherit and
+// UNCHECKED phases reach everything. Every Unix socket here is one the test
+// creates (a temporary directory and abstract names with its pid).
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "egress/net_event.h"
+#include "egress_fixture.h"
+#include "gtest/gtest.h"
+#include "support/host_probe.h"
+#include "support/test_env.h"
+
+namespace sandfence::testing {
+namespace {
+
+socklen_t MakeAddr(const std::string& name, sockaddr_un* a) {
+  std::memset(a, 0, sizeof(*a));
+  a->sun_family = AF_UNIX;
+  if (name[0] == '@') {
+    std::memcpy(a->sun_path + 1, name.data() + 1, name.size() - 1);
+    return offsetof(sockaddr_un, sun_path) + name.size();
+  }
+  std::memcpy(a->sun_path, name.data(), name.size());
+  return offsetof(sockaddr_un, sun_path) + name.size() + 1;
+}
+
+// A service outside every sandbox: a stream listener that answers each
+// connection's byte (so a probe that connects knows a service answered),
+// or a bound datagram / seqpacket socket.
+class UnixService {
+ public:
+  UnixService(const std::string& name, int type) : name_(name) {
+    fd_.reset(socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+    sockaddr_un a;
+    const socklen_t len = MakeAddr(name, &a);
+    EXPECT_EQ(bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), len), 0)
+        << "bind " << name << ": " << strerror(errno);
+    if (type == SOCK_DGRAM) return;
+    EXPECT_EQ(listen(fd_.get(), 16), 0);
+    if (type != SOCK_STREAM) return;
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_.get(), POLLIN, 0};
+        if (poll(&p, 1, 50) != 1) continue;
+        UniqueFd c(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!c) continue;
+        char ch;
+        pollfd q{c.get(), POLLIN, 0};
+        if (poll(&q, 1, 2000) == 1 && read(c.get(), &ch, 1) == 1) {
+          (void)!write(c.get(), &ch, 1);
+        }
+      }
+    });
+  }
+  ~UnixService() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (name_[0] != '@') unlink(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  UniqueFd fd_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class UnixHooksTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() {
+    delete controller_;
+    controller_ = nullptr;
+    if (!TestCgroupRoot().empty()) rmdir(TestCgroupRoot().c_str());
+  }
+
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
+    if (!controller_) {
+      auto c = EgressController::Create(PrivateHost());
+      ASSERT_TRUE(c.ok()) << c.status();
+      controller_ = c->release();
+    }
+    // A kernel without the hooks skips; one that has them and refuses
+    // sandfence's programs fails.
+    if (!controller_->unix_hooks()) {
+      ASSERT_TRUE(absl::StartsWith(controller_->unix_unavailable(),
+                                   "this kernel has no cgroup"))
+          << controller_->unix_unavailable();
+      GTEST_SKIP() << "no Unix socket hooks here: "
+                   << controller_->unix_unavailable();
+    }
+    char tmpl[] = "/tmp/sf-unix-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    chmod(dir_.c_str(), 0755);
+    tag_ = absl::StrCat(getpid(), "-", ++counter_);
+  }
+
+  void TearDown() override {
+    for (uint64_t id : sandbox_ids_) controller_->RemoveSandbox(id).IgnoreError();
+    if (!dir_.empty()) rmdir(dir_.c_str());
+  }
+
+  std::string Path(const std::string& leaf) const {
+    return absl::StrCat(dir_, "/", leaf);
+  }
+  std::string Abstract(const std::string& leaf) const {
+    return absl::StrCat("@sf-test-", tag_, "-", leaf);
+  }
+
+  CompiledPhase ModelOnly(std::vector<UnixName> names = {}) {
+    CompiledPhase p = Phase(v1::MODEL_ONLY, {});
+    p.unix_checked = true;
+    p.unix_names = std::move(names);
+    return p;
+  }
+
+  Cgroup NewSandbox(const CompiledPhase& phase, const std::string& parent = "") {
+    static int n = 0;
+    auto cg = Cgroup::Create(absl::StrCat(
+        parent.empty() ? TestCgroupRoot() : parent, "/unix", ++n, "-",
+        getpid()));
+    EXPECT_TRUE(cg.ok()) << cg.status();
+    absl::Status s =
+        controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
+    EXPECT_TRUE(s.ok()) << s;
+    sandbox_ids_.insert(sandbox_ids_.begin(), cg->id());  // inner first
+    return *std::move(cg);
+  }
+
+  int Probe(const Cgroup& sandbox, const std::string& op,
+            const std::string& name) {
+    SpawnOptions o;
+    o.cgroup_fd = sandbox.fd();
+    o.argv = {SANDFENCE_UNIX_PROBE_PATH, op, name};
+    auto pid = SpawnInCgroup(o);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    if (!pid.ok()) return -1;
+    auto status = WaitForExit(*pid);
+    return status.ok() ? *status : -1;
+  }
+
+  static EgressController* controller_;
+  static int counter_;
+  std::string dir_, tag_;
+  std::vector<uint64_t> sandbox_ids_;
+};
+
+EgressController* UnixHooksTest::controller_ = nullptr;
+int UnixHooksTest::counter_ = 0;
+
+UnixName PathName(const std::string& p) { return UnixName{p, false}; }
+UnixName AbstractName(const std::string& at) {
+  return UnixName{at.substr(1), true};
+}
+
+TEST_F(UnixHooksTest, HostServicesAreRefusedFromARestrictedSandbox) {
+  UnixService stream_path(Path("svc.sock"), SOCK_STREAM);
+  UnixService stream_abs(Abstract("svc"), SOCK_STREAM);
+  UnixService seq(Path("seq.sock"), SOCK_SEQPACKET);
+  UnixService dgram(Path("log.sock"), SOCK_DGRAM);  // a /dev/log
+  UnixService dgram_abs(Abstract("log"), SOCK_DGRAM);
+  Cgroup sb = NewSandbox(ModelOnly());
+  EXPECT_EQ(Probe(sb, "stream-connect", Path("svc.sock")), EPERM);
+  EXPECT_EQ(Probe(sb, "stream-connect", Abstract("svc")), EPERM);
+  EXPECT_EQ(Probe(sb, "seqpacket-connect", Path("seq.sock")), EPERM);
+  EXPECT_EQ(Probe(sb, "dgram-connect", Path("log.sock")), EPERM);
+  EXPECT_EQ(Probe(sb, "dgram-sendto", Path("log.sock")), EPERM);
+  EXPECT_EQ(Probe(sb, "dgram-sendto", Abstract("log")), EPERM);
+  auto c = controller_->Counters(sb.id());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->denied, 6u);
+  EXPECT_EQ(c->allowed, 0u);
+}
+
+TEST_F(UnixHooksTest, InheritAndUncheckedPhasesReachEverything) {
+  UnixService stream_path(Path("svc.sock"), SOCK_STREAM);
+  UnixService stream_abs(Abstract("svc"), SOCK_STREAM);
+  UnixService dgram(Path("log.sock"), SOCK_DGRAM);
+  Cgroup inherit = NewSandbox(Phase(v1::INHERIT, {}));
+  EXPECT_EQ(Probe(inherit, "stream-connect", Path("svc.sock")), 0);
+  EXPECT_EQ(Probe(inherit, "stream-connect", Abstract("svc")), 0);
+  EXPECT_EQ(Probe(inherit, "dgram-sendto", Path("log.sock")), 0);
+
+  CompiledPhase unchecked = ModelOnly();
+  unchecked.unix_checked = false;
+  unchecked.unix_unchecked = true;
+  Cgroup sb = NewSandbox(unchecked);
+  EXPECT_EQ(Probe(sb, "stream-connect", Path("svc.sock")), 0);
+  EXPECT_EQ(Probe(sb, "stream-connect", Abstract("svc")), 0);
+  EXPECT_EQ(Probe(sb, "dgram-sendto", Path("log.sock")), 0);
+}
+
+TEST_F(UnixHooksTest, ListedNamesAreReachableAndNothingElse) {
+  UnixService listed(Path("model-proxy.sock"), SOCK_STREAM);
+  UnixService listed_abs(Abstract("proxy"), SOCK_STREAM);
+  UnixService other(Path("docker.sock"), SOCK_STREAM);
+  Cgroup sb = NewSandbox(ModelOnly(
+      {PathName(Path("model-proxy.sock")), AbstractName(Abstract("proxy"))}));
+  EXPECT_EQ(Probe(sb, "stream-connect", Path("model-proxy.sock")), 0);
+  EXPECT_EQ(Probe(sb, "stream-connect", Abstract("proxy")), 0);
+  EXPECT_EQ(Probe(sb, "stream-connect", Path("docker.sock")), EPERM);
+  // A path is a name, not an abstract name of the same bytes.
+  EXPECT_EQ(Probe(sb, "stream-connect",
+                  absl::StrCat("@", Path("model-proxy.sock"))),
+            EPERM);
+}
+
+TEST_F(UnixHooksTest, TheSandboxesOwnSocketsStayReachable) {
+  Cgroup sb = NewSandbox(ModelOnly());
+  EXPECT_EQ(Probe(sb, "own-stream", Path("own.sock")), 0);
+  EXPECT_EQ(Probe(sb, "own-stream", Abstract("own")), 0);
+  EXPECT_EQ(Probe(sb, "own-dgram", Path("own-dgram.sock")), 0);
+  EXPECT_EQ(Probe(sb, "own-dgram", Abstract("own-dgram")), 0);
+}
+
+TEST_F(UnixHooksTest, ANameTheHostBindsAfterTheSandboxIsNoLongerTheSandboxes) {
+  Cgroup sb = NewSandbox(ModelOnly());
+  // The sandbox binds the name (its socket is gone when the probe exits)...
+  ASSERT_EQ(Probe(sb, "own-stream", Abstract("reused")), 0);
+  // ...then a host service binds the same name: it is the host's now.
+  UnixService host(Abstract("reused"), SOCK_STREAM);
+  EXPECT_EQ(Probe(sb, "stream-connect", Abstract("reused")), EPERM);
+}
+
+TEST_F(UnixHooksTest, AnotherSandboxesSocketIsRefused) {
+  Cgroup a = NewSandbox(ModelOnly());
+  Cgroup b = NewSandbox(ModelOnly());
+  // a's bound name: b is another sandbox, so it is as outside as the host.
+  ASSERT_EQ(Probe(a, "own-stream", Abstract("a-only")), 0);
+  EXPECT_EQ(Probe(b, "stream-connect", Abstract("a-only")), EPERM);
+}
+
+TEST_F(UnixHooksTest, ProtectedNamesAreRefusedEvenWhenListed) {
+  UnixService daemon(Path("daemon.sock"), SOCK_STREAM);
+  ASSERT_TRUE(controller_->ProtectUnixName(PathName(Path("daemon.sock"))).ok());
+  Cgroup sb = NewSandbox(ModelOnly({PathName(Path("daemon.sock"))}));
+  EXPECT_EQ(Probe(sb, "stream-connect", Path("daemon.sock")), EPERM);
+  // Not even by binding the name itself first (here: an abstract one):
+  // a protected name is never the sandbox's.
+  ASSERT_TRUE(
+      controller_->ProtectUnixName(AbstractName(Abstract("daemon"))).ok());
+  EXPECT_EQ(Probe(sb, "own-stream", Abstract("daemon")), EPERM);
+  EXPECT_EQ(Probe(sb, "own-stream", Abstract("not-protected")), 0);
+}
+
+TEST_F(UnixHooksTest, ANestedSandboxNarrowsItsParent) {
+  UnixService listed(Path("proxy.sock"), SOCK_STREAM);
+  Cgroup outer = NewSandbox(ModelOnly({PathName(Path("proxy.sock"))}));
+  Cgroup inner = NewSandbox(ModelOnly(), outer.path());
+  EXPECT_EQ(Probe(outer, "stream-connect", Path("proxy.sock")), 0);
+  // The inner sandbox does not list it: denied, whatever the outer allows.
+  EXPECT_EQ(Probe(inner, "stream-connect", Path("proxy.sock")), EPERM);
+  // The inner sandbox's own sockets are its own (and the outer's).
+  EXPECT_EQ(Probe(inner, "own-stream", Abstract("inner")), 0);
+}
+
+TEST_F(UnixHooksTest, EveryAttemptIsRecordedWithItsName) {
+  auto own = EgressController::Create(PrivateHost());
+  ASSERT_TRUE(own.ok()) << own.status();
+  std::vector<NetEvent> events;
+  auto reader = NetEventReader::Create(
+      (*own)->events_fd(), [&](const NetEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(reader.ok());
+  UnixService svc(Path("svc.sock"), SOCK_STREAM);
+  UnixService listed(Abstract("listed"), SOCK_STREAM);
+  auto cg = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/unix-events-",
+                                        getpid()));
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  CompiledPhase phase = ModelOnly({AbstractName(Abstract("listed"))});
+  ASSERT_TRUE((*own)->AddSandbox(cg->fd(), cg->ref(), phase).ok());
+  SpawnOptions o;
+  o.cgroup_fd = cg->fd();
+  o.argv = {SANDFENCE_UNIX_PROBE_PATH, "stream-connect", Path("svc.sock")};
+  auto pid = SpawnInCgroup(o);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(*WaitForExit(*pid), EPERM);
+  o.argv = {SANDFENCE_UNIX_PROBE_PATH, "stream-connect", Abstract("listed")};
+  auto pid2 = SpawnInCgroup(o);
+  ASSERT_TRUE(pid2.ok());
+  EXPECT_EQ(*WaitForExit(*pid2), 0);
+  ASSERT_TRUE((*reader)->Drain().ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_TRUE(events[0].is_unix());
+  EXPECT_EQ(events[0].hook, SF_HOOK_CONNECT_UNIX);
+  EXPECT_EQ(events[0].verdict, SF_VERDICT_DENY);
+  EXPECT_EQ(events[0].reason, SF_REASON_NO_RULE);
+  EXPECT_EQ(events[0].unix_name->ToString(), Path("svc.sock"));
+  EXPECT_EQ(events[0].tgid, static_cast<uint32_t>(*pid));
+  EXPECT_EQ(events[0].comm, "unix_probe");
+  EXPECT_EQ(events[0].sandbox, cg->id());
+  EXPECT_EQ(events[1].verdict, SF_VERDICT_ALLOW);
+  EXPECT_EQ(events[1].reason, SF_REASON_UNIX_LISTED);
+  EXPECT_EQ(events[1].rule_id, 0u);
+  EXPECT_EQ(events[1].unix_name->ToString(), Abstract("listed"));
+  auto counters = (*own)->RemoveSandbox(cg->id());
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->denied, 1u);
+  EXPECT_EQ(counters->allowed, 1u);
+  EXPECT_EQ(counters->events_lost, 0u);
+  rmdir(cg->path().c_str());
+}
+
+}  // namespace
+}  // namespace sandfence::testing

@@ -1,0 +1,121 @@
+// unix_probe: makes one AF_UNIX attempt and reports how it went, for the
+// Unix-socket tests to run inside sandboxes.
+//
+//   unix_probe OP NAME
+//
+// NAME: "@name" (abstract) or a path.
+// OP:   stream-connect, seqpacket-connect, dgram-connect, dgram-sendto:
+//         one attempt at NAME (a stream connect also sends a byte and waits
+//         for the listener's reply, so "reached" means a service answered);
+//       own-stream, own-dgram: bind NAME first (a socket of this process,
+//         so of the sandbox), then connect / send to it from another socket.
+// Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+
+socklen_t MakeAddr(const std::string& name, sockaddr_un* a) {
+  std::memset(a, 0, sizeof(*a));
+  a->sun_family = AF_UNIX;
+  if (!name.empty() && name[0] == '@') {
+    // Abstract: a leading NUL, the bytes, no terminator.
+    std::memcpy(a->sun_path + 1, name.data() + 1, name.size() - 1);
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) +
+                                  name.size());
+  }
+  std::memcpy(a->sun_path, name.data(), name.size());
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) +
+                                name.size() + 1);
+}
+
+int Err() { return errno ? errno : 255; }
+
+int Connect(int type, const std::string& name, bool exchange) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
+  if (exchange) {
+    char c = 'p';
+    if (write(s, &c, 1) != 1) return Err();
+    pollfd p{s, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return ETIMEDOUT;
+    if (read(s, &c, 1) != 1) return Err();
+  } else if (type == SOCK_DGRAM) {
+    char c = 'p';
+    if (send(s, &c, 1, 0) != 1) return Err();
+  }
+  close(s);
+  return 0;
+}
+
+int SendTo(const std::string& name) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  char c = 'p';
+  if (sendto(s, &c, 1, 0, reinterpret_cast<sockaddr*>(&a), len) != 1) {
+    return Err();
+  }
+  close(s);
+  return 0;
+}
+
+int Own(int type, const std::string& name) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
+  if (type == SOCK_STREAM && listen(s, 4) != 0) return Err();
+  const int r = type == SOCK_STREAM ? Connect(type, name, false)
+                                    : SendTo(name);
+  close(s);
+  if (name[0] != '@') unlink(name.c_str());
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: unix_probe OP NAME\n");
+    return 254;
+  }
+  const std::string op = argv[1];
+  const std::string name = argv[2];
+  if (name.size() > sizeof(sockaddr_un{}.sun_path) - 1) return 254;
+  int err;
+  if (op == "stream-connect") {
+    err = Connect(SOCK_STREAM, name, true);
+  } else if (op == "seqpacket-connect") {
+    err = Connect(SOCK_SEQPACKET, name, false);
+  } else if (op == "dgram-connect") {
+    err = Connect(SOCK_DGRAM, name, false);
+  } else if (op == "dgram-sendto") {
+    err = SendTo(name);
+  } else if (op == "own-stream") {
+    err = Own(SOCK_STREAM, name);
+  } else if (op == "own-dgram") {
+    err = Own(SOCK_DGRAM, name);
+  } else {
+    std::fprintf(stderr, "unix_probe: unknown op %s\n", op.c_str());
+    return 254;
+  }
+  if (err != 0) {
+    std::fprintf(stderr, "unix_probe: %s %s: %s\n", op.c_str(), name.c_str(),
+                 strerror(err));
+  }
+  return err;
+}
