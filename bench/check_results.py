@@ -37,6 +37,8 @@ REQUIRED = [
     ("dns", "learn_insert", "EgressController::Learn"),
     ("dns", "bpf_run/connect4", "dns off"),
     ("dns", "bpf_run/connect4", "dns filtered"),
+    ("dns", "sandbox_lookup", "direct, no sandbox"),
+    ("dns", "sandbox_lookup", "sandbox, redirected"),
     ("start", "start_rollout", "baseline"),
     ("start", "start_rollout", "sandfence"),
     ("start", "stage_compile", "sandfence"),
