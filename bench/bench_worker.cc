@@ -21,11 +21,17 @@
 //       Times batches of system calls the process guard looks at (or
 //       passes by): getppid, fstat, open+close of /dev/null and of
 //       /proc/self/stat, kill(self, 0); "sample <op> <ns per op>" lines.
+//   dns     --dst ADDR --port P --count N --gap-us G --name NAME
+//       N lookups of NAME (type A) the way glibc's stub resolver makes one:
+//       a fresh UDP socket connect()ed to ADDR:P, send, wait for the answer
+//       (1 s at most), close; G us apart. "sample lookup <ns>" per answered
+//       lookup, then "lost <n>".
 //
 // On failure: an "error <what>" line and exit status 1.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -290,11 +296,79 @@ int RunSyscalls(const Args& a) {
   return 0;
 }
 
+int RunDns(const Args& a) {
+  const sockaddr_in dst =
+      Addr(a.Str("dst"), static_cast<uint16_t>(a.Num("port")));
+  const uint64_t count = a.Num("count");
+  const uint64_t gap_us = a.Num("gap-us");
+  // The question: NAME, type A, class IN, after a 12-byte header.
+  std::string question;
+  const std::string name = a.Str("name");
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string::npos) dot = name.size();
+    if (dot > start) {
+      question.push_back(static_cast<char>(dot - start));
+      question.append(name, start, dot - start);
+    }
+    start = dot + 1;
+  }
+  question.append({0, 0, 1, 0, 1});
+  uint64_t lost = 0;
+  char buf[1500];
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint16_t id = static_cast<uint16_t>(i);
+    std::string q = {static_cast<char>(id >> 8),
+                     static_cast<char>(id & 0xff),
+                     1,
+                     0,
+                     0,
+                     1,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0};
+    q += question;
+    const uint64_t t = Mono();
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) Fail("socket", errno);
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&dst), sizeof(dst)) !=
+        0) {
+      Fail("connect to the DNS server", errno);
+    }
+    if (send(fd, q.data(), q.size(), 0) < 0) Fail("send the query", errno);
+    bool answered = false;
+    for (;;) {
+      pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, 1000) <= 0) break;
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n >= 12 && static_cast<uint8_t>(buf[0]) == (id >> 8) &&
+          static_cast<uint8_t>(buf[1]) == (id & 0xff)) {
+        answered = true;
+        break;
+      }
+    }
+    close(fd);
+    if (answered) {
+      Sample("lookup", Mono() - t, 1);
+    } else {
+      ++lost;
+    }
+    timespec gap{0, static_cast<long>(gap_us * 1000)};
+    nanosleep(&gap, nullptr);
+  }
+  dprintf(g_out, "lost %llu\nok\n", static_cast<unsigned long long>(lost));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s connect|deny|pipe|syscalls --out FD ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s connect|deny|pipe|syscalls|dns --out FD ...\n", argv[0]);
     return 2;
   }
   Args a;
@@ -314,6 +388,7 @@ int main(int argc, char** argv) {
   if (mode == "deny") return RunDeny(a);
   if (mode == "pipe") return RunPipe(a);
   if (mode == "syscalls") return RunSyscalls(a);
+  if (mode == "dns") return RunDns(a);
   dprintf(g_out, "error unknown mode %s\n", mode.c_str());
   return 2;
 }

@@ -38,48 +38,6 @@ constexpr std::array<const char*, 3> kOps = {"udp_connect", "udp_sendto",
 constexpr std::array<const char*, 4> kHooks = {"sock_create", "connect4",
                                                "sendmsg4", "skb_egress"};
 
-// The destinations the worker uses, owned by the bench (outside every
-// sandbox) and passed to the worker by fd.
-struct Listeners {
-  UniqueFd tcp;
-  UniqueFd udp;
-  uint16_t tcp_port = 0;
-  uint16_t udp_port = 0;
-};
-
-absl::StatusOr<uint16_t> BindLoopback(int fd) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  inet_pton(AF_INET, kAllowedDst, &a.sin_addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    return ErrnoError(errno, absl::StrCat("bind ", kAllowedDst));
-  }
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
-}
-
-absl::StatusOr<Listeners> Listen() {
-  Listeners l;
-  l.tcp.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  l.udp.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!l.tcp || !l.udp) return ErrnoError(errno, "socket");
-  int one = 1;
-  ::setsockopt(l.tcp.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  absl::StatusOr<uint16_t> port = BindLoopback(l.tcp.get());
-  if (!port.ok()) return port.status();
-  l.tcp_port = *port;
-  if (::listen(l.tcp.get(), 4096) != 0) return ErrnoError(errno, "listen");
-  port = BindLoopback(l.udp.get());
-  if (!port.ok()) return port.status();
-  l.udp_port = *port;
-  // Room for a whole batch of datagrams between drains.
-  int rcvbuf = 8 << 20;
-  ::setsockopt(l.udp.get(), SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
-               sizeof(rcvbuf));
-  return l;
-}
-
 // Detaches the nftables base chain when a measurement ends, however it
 // ends.
 class AttachScope {
@@ -140,7 +98,7 @@ absl::Status ConnectSuite::SetUp() {
     if (!cg.ok()) return cg.status();
     slot->emplace(*std::move(cg));
   }
-  absl::StatusOr<Listeners> l = Listen();
+  absl::StatusOr<Listeners> l = ListenLoopback();
   if (!l.ok()) return l.status();
   listeners_ = *std::move(l);
 

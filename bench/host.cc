@@ -1,9 +1,11 @@
 #include "bench/host.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
@@ -27,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "bench/allowlist.h"
 #include "common/status.h"
 
 extern char** environ;
@@ -243,5 +246,66 @@ std::string LoadAverage() {
 }
 
 int CpuCount() { return static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)); }
+
+namespace {
+
+absl::StatusOr<uint16_t> BindLoopback(int fd) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, kAllowedDst, &a.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    return ErrnoError(errno, absl::StrCat("bind ", kAllowedDst));
+  }
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+absl::StatusOr<Listeners> ListenLoopback() {
+  Listeners l;
+  l.tcp.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  l.udp.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!l.tcp || !l.udp) return ErrnoError(errno, "socket");
+  int one = 1;
+  ::setsockopt(l.tcp.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  absl::StatusOr<uint16_t> port = BindLoopback(l.tcp.get());
+  if (!port.ok()) return port.status();
+  l.tcp_port = *port;
+  if (::listen(l.tcp.get(), 4096) != 0) return ErrnoError(errno, "listen");
+  port = BindLoopback(l.udp.get());
+  if (!port.ok()) return port.status();
+  l.udp_port = *port;
+  // Room for a whole batch of datagrams between drains.
+  int rcvbuf = 8 << 20;
+  ::setsockopt(l.udp.get(), SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+               sizeof(rcvbuf));
+  return l;
+}
+
+uint64_t ThreadCpuNs(pid_t tid) {
+  absl::StatusOr<std::string> s =
+      ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/schedstat"));
+  uint64_t ns = 0;
+  if (!s.ok()) return 0;
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(*s, ' ', absl::SkipEmpty());
+  if (fields.empty() || !absl::SimpleAtoi(fields[0], &ns)) return 0;
+  return ns;
+}
+
+std::vector<pid_t> ThreadIds() {
+  std::vector<pid_t> tids;
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return tids;
+  while (dirent* e = ::readdir(d)) {
+    int tid = 0;
+    if (absl::SimpleAtoi(e->d_name, &tid)) tids.push_back(tid);
+  }
+  ::closedir(d);
+  std::sort(tids.begin(), tids.end());
+  return tids;
+}
 
 }  // namespace sandfence::bench

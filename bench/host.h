@@ -5,6 +5,8 @@
 #ifndef SANDFENCE_BENCH_HOST_H_
 #define SANDFENCE_BENCH_HOST_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -73,6 +75,22 @@ struct MapMemory {
   uint64_t memlock = 0;
 };
 absl::StatusOr<std::vector<MapMemory>> ReadMapMemory();
+
+// A TCP listener and a UDP sink on 127.0.0.2 (kAllowedDst), owned by the
+// bench (outside every sandbox) and passed to measuring workers by fd.
+struct Listeners {
+  UniqueFd tcp;
+  UniqueFd udp;
+  uint16_t tcp_port = 0;
+  uint16_t udp_port = 0;
+};
+absl::StatusOr<Listeners> ListenLoopback();
+
+// The time a thread of this process has spent on a CPU (schedstat), in ns;
+// 0 if it cannot be read.
+uint64_t ThreadCpuNs(pid_t tid);
+// This process's thread ids.
+std::vector<pid_t> ThreadIds();
 
 // Runs argv (looked up in PATH) to completion; its stderr is returned in
 // the error when it fails.

@@ -37,6 +37,7 @@ BenchOptions FullOptions() {
   o.dns_rates = {1000, 3000, 10000};
   o.dns_phase_ms = 1500;
   o.dns_rounds = 4;
+  o.dns_sandbox_lookups = 500;
 
   // Batches of 0.1-2 ms, like connect's.
   o.guard_rounds = 10;
@@ -76,6 +77,7 @@ BenchOptions SmokeOptions() {
   o.dns_rates = {2000};
   o.dns_phase_ms = 200;
   o.dns_rounds = 1;
+  o.dns_sandbox_lookups = 20;
 
   o.guard_rounds = 2;
   o.guard_batches = 3;

@@ -62,6 +62,9 @@ struct BenchOptions {
   bool dns_realtime = true;  // see dns_suite.cc
   int dns_phase_ms = 0;
   int dns_rounds = 0;
+  // Lookups per round by a worker inside a sandbox (through the kernel's
+  // redirect) and outside (straight to the upstream).
+  int dns_sandbox_lookups = 0;
 
   // Guard cost outside guarded sandboxes: `guard_rounds` alternating rounds
   // of (no guard, guard attached) workers, each timing `guard_batches`

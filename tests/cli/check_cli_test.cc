@@ -187,6 +187,38 @@ TEST_F(CheckCli, ModelAndToolsKeepsToolsAndExtraRules) {
       << run;
 }
 
+// A tool grant's host may be a wildcard with dns FILTERED (issue 14):
+// `check` shows its name rule and no address rule for it.
+TEST_F(CheckCli, ToolWildcardShowsItsNameRule) {
+  absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  absl::StatusOr<std::string> filtered = dir->WriteFile(
+      "filtered.textproto",
+      "phase { name: \"agent\" network_access: MODEL_AND_TOOLS "
+      "dns { mode: FILTERED } }\n");
+  ASSERT_TRUE(filtered.ok());
+  Outcome run = Check({*filtered, "--model", "http://model.internal:8000/v1",
+                       "--tool", "cdn=https://*.CDN.Internal:8443/mcp"});
+  ASSERT_EQ(run.exit_code, 0) << run;
+  EXPECT_THAT(run.out, ContainsRegex("name +\\*\\.cdn\\.internal +tcp:8443 +"
+                                     "tool:cdn"))
+      << run;
+  EXPECT_THAT(run.out, Not(HasSubstr("allow tcp 10.0.0.9"))) << run;
+
+  absl::StatusOr<std::string> none = dir->WriteFile(
+      "none.textproto",
+      "phase { name: \"agent\" network_access: MODEL_AND_TOOLS "
+      "dns { mode: NONE } }\n");
+  ASSERT_TRUE(none.ok());
+  run = Check({*none, "--model", "http://model.internal:8000/v1", "--tool",
+               "cdn=https://*.cdn.internal:8443/mcp"});
+  EXPECT_EQ(run.exit_code, 65) << run;
+  EXPECT_THAT(run.err,
+              HasSubstr("tool \"cdn\" (https://*.cdn.internal:8443/mcp): a "
+                        "wildcard needs dns { mode: FILTERED }"))
+      << run;
+}
+
 TEST_F(CheckCli, JsonCarriesTheSameRules) {
   Outcome run = Check({Policy("model_only.textproto"), "--model",
                        "http://model.internal:8000/v1", "--json"});

@@ -96,8 +96,12 @@ INSTANTIATE_TEST_SUITE_P(
                   {"p", "--model", "m:8000"},
                   "--model \"m:8000\": \"m:8000\" is not a URL"},
         UsageCase{"bad tool URL",
-                  {"p", "--tool", "search=http://*.x"},
-                  "--tool \"search=http://*.x\""},
+                  {"p", "--tool", "search=http://*"},
+                  "--tool \"search=http://*\": host \"*\" matches every name"},
+        UsageCase{"model wildcard",
+                  {"p", "--model", "http://*.m.test"},
+                  "--model \"http://*.m.test\": host \"*.m.test\" is a "
+                  "wildcard"},
         UsageCase{"bad required tool URL",
                   {"p", "--required-tool", "x"},
                   "--required-tool \"x\""},
@@ -179,6 +183,17 @@ TEST(ParseToolFlag, NameIsOptional) {
   EXPECT_EQ(t->name(), "");
   EXPECT_EQ(t->url(), "https://search.internal/q?a=b");
   EXPECT_FALSE(t->required());
+}
+
+// A tool's host may be a wildcard (issue 14); the compiler asks for dns
+// FILTERED (tests/compile).
+TEST(ParseToolFlag, HostMayBeAWildcard) {
+  absl::StatusOr<v1::ToolGrant> t =
+      ParseToolFlag("cdn=https://*.cdn.test:8443/mcp", false);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->name(), "cdn");
+  EXPECT_EQ(t->url(), "https://*.cdn.test:8443/mcp");
+  EXPECT_FALSE(ParseToolFlag("https://a.*.test/", false).ok());
 }
 
 TEST(FlagParser, HelpStopsParsingAndListsEveryFlag) {

@@ -772,6 +772,81 @@ TEST(CompileDnsFiltered, WildcardsAreRefusedWhereNothingLearnsAddresses) {
   }
 }
 
+// Tool hosts take wildcards as allow hosts do (issue 14, item 4): a name
+// rule for the URL's port, no address rule, and `check` shows it.
+TEST(CompileDnsFiltered, ToolWildcardsBecomeNameRulesOnly) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_AND_TOOLS
+                       model: "http://10.0.0.5"
+                       tool { name: "cdn" url: "https://*.CDN.Tool.Test.:8443/mcp"
+                              required: true }
+                       tool { url: "http://*.x.test/" }
+                       dns { mode: FILTERED resolver: "127.0.0.1" } }
+               phase { name: "m" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5"
+                       tool { name: "cdn" url: "https://*.cdn.tool.test" }
+                       dns { mode: FILTERED resolver: "127.0.0.1" } })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const CompiledPhase& p = out->phases[0];
+  EXPECT_THAT(Lines(p), ElementsAre("tcp 10.0.0.5:80 10.0.0.5"));
+  EXPECT_THAT(NameLines(p),
+              ElementsAre("*.cdn.tool.test tcp:8443-8443 tool:cdn",
+                          "*.x.test tcp:80-80 tool"));
+  EXPECT_THAT(p.dropped, IsEmpty());
+  // model_only drops an optional wildcard tool like any other.
+  ASSERT_EQ(out->phases[1].dropped.size(), 1u);
+  EXPECT_EQ(out->phases[1].dropped[0].reason,
+            "model_only drops optional tool grants");
+  EXPECT_THAT(NameLines(out->phases[1]), IsEmpty());
+  const std::string text = FormatCompiledPolicyText(*out);
+  EXPECT_THAT(text, HasSubstr("name  *.cdn.tool.test"));
+  EXPECT_THAT(text, HasSubstr("tool:cdn"));
+}
+
+TEST(CompileDnsFiltered, ToolWildcardsAreRefusedAsAllowWildcardsAre) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  struct Bad {
+    const char* phase;
+    const char* message;
+  };
+  for (
+      const Bad& b : {
+          Bad{R"(tool { url: "https://*.tool.test" } dns { mode: NONE })",
+              "tool \"https://*.tool.test\": a wildcard needs dns { mode: "
+              "FILTERED }"},
+          Bad{R"(tool { name: "t" url: "https://*.tool.test" })",
+              "tool \"t\" (https://*.tool.test): a wildcard needs dns"},
+          Bad{R"(tool { url: "https://*/" } dns { mode: FILTERED })",
+              "host \"*\" matches every name"},
+          Bad{R"(tool { url: "https://*.:443/" } dns { mode: FILTERED })",
+              "matches every name"},
+          Bad{R"(tool { url: "https://a.*.test/" } dns { mode: FILTERED })",
+              "host \"a.*.test\" has a wildcard"},
+          // A URL always names a port (its own or the scheme's); port 0,
+          // the "no port" of a URL, is refused.
+          Bad{R"(tool { url: "https://*.tool.test:0/" } dns { mode: FILTERED })",
+              "port \"0\" is not in 1..65535"},
+          Bad{R"(dns { mode: FILTERED })",  // the model below is a wildcard
+              "model \"https://*.model.test/v1\": host \"*.model.test\" is a "
+              "wildcard; this URL must name one host"},
+      }) {
+    const bool model_wildcard = absl::StrContains(b.message, "model");
+    absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+        Parse(absl::StrCat(
+            R"(phase { name: "a" network_access: MODEL_AND_TOOLS model: ")",
+            model_wildcard ? "https://*.model.test/v1" : "http://10.0.0.5",
+            "\" ", b.phase, " }")),
+        RolloutEndpoints{}, kHostNetns);
+    ASSERT_FALSE(out.ok()) << b.phase;
+    EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed) << b.phase;
+    EXPECT_THAT(out.status().message(), HasSubstr(b.message)) << b.phase;
+  }
+}
+
 TEST(CompileDnsFiltered, APrivateNetworkNamespaceIsRefusedNotDegraded) {
   FakeResolver resolver;
   PolicyCompiler compiler(&resolver, SystemResolvers());

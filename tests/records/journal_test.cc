@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -478,6 +480,51 @@ TEST_F(JournalTest, DnsQueriesFlushedBeforeACrashSurviveIt) {
   EXPECT_EQ(std::vector<std::string>(d.address().begin(), d.address().end()),
             (std::vector<std::string>{"192.0.2.10", "192.0.2.11"}));
   EXPECT_EQ(r->loss().dns_queries(), 4u) << "the best knowledge: the entries";
+}
+
+// The daemon's DNS metrics (issue 14) come from the recorder: every query
+// it was given counts by verdict, and its filter latency lands in the
+// bucket whose bound is the first at or above it.
+TEST_F(JournalTest, DnsStatsCountVerdictsAndLatencyBuckets) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("stats.sfrec"), GymInfo(),
+                                     GymPolicy(), time.clock(), {});
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_TRUE((*rec)->BeginPhase("agent").ok());
+  (*rec)->BindGeneration(2);
+  DnsQueryInfo q = {.generation = 2, .name = "api.model.test", .type = 1};
+  struct Query {
+    const char* verdict;
+    uint64_t latency_ns;
+  };
+  for (const Query& x :
+       {Query{"allowed", 30'000}, Query{"allowed", 50'000},
+        Query{"blocked", 2'000'000}, Query{"malformed", 0},
+        Query{"upstream_failed", 3'000'000'000}, Query{"", 1}}) {
+    q.verdict = x.verdict;
+    q.latency_ns = x.latency_ns;
+    ASSERT_TRUE((*rec)->AddDnsQuery(q));
+  }
+  const DnsQueryStats s = (*rec)->dns_stats();
+  EXPECT_EQ(s.by_verdict,
+            (std::map<std::string, uint64_t>{{"allowed", 2},
+                                             {"blocked", 1},
+                                             {"malformed", 1},
+                                             {"unknown", 1},
+                                             {"upstream_failed", 1}}));
+  // 0 is "not known": five latencies, in 50us (three: 1ns, 30us, 50us),
+  // 2.5ms and +Inf.
+  EXPECT_EQ(s.latency_count, 5u);
+  std::array<uint64_t, DnsQueryStats::kLatencyBounds.size() + 1> want{};
+  want[0] = 3;
+  want[5] = 1;
+  want[want.size() - 1] = 1;
+  EXPECT_EQ(s.latency_buckets, want);
+  EXPECT_NEAR(s.latency_sum_seconds, 3.002080001, 1e-9);
+  ASSERT_TRUE((*rec)->Finalize({}).ok());
+  // Finalized: nothing more counts.
+  EXPECT_FALSE((*rec)->AddDnsQuery(q));
+  EXPECT_EQ((*rec)->dns_stats().latency_count, 5u);
 }
 
 // Writes a journal of hand-made entries after the gym rollout's header.

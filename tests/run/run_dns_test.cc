@@ -119,6 +119,36 @@ TEST_F(RunDnsTest, AnAllowedNameResolvesAndAWildcardAnswerOpensItsPort) {
   EXPECT_TRUE(absl::StrContains(dns_->log(), "a.b.tool.test")) << dns_->log();
 }
 
+// A tool grant's host may be a wildcard too (issue 14, item 4): an answer
+// for a name below it opens the tool URL's port, and nothing is open
+// before.
+TEST_F(RunDnsTest, AWildcardToolGrantOpensItsPortForAnsweredNames) {
+  const std::string path = dir_->Path("tool.policy");
+  {
+    std::ofstream(path) << absl::StrCat(
+        "name: \"dns\"\n"
+        "phase { name: \"agent\" network_access: MODEL_AND_TOOLS\n"
+        "  model: \"http://api.model.test:",
+        model_.port,
+        "/v1\"\n"
+        "  dns { mode: FILTERED resolver: \"",
+        dns_->address().ToString(), "\" } }\n");
+  }
+  const std::string script = absl::StrCat(
+      "if ", Connect("127.0.0.5", tool_.port), "; then echo early-open; fi; ",
+      Query("a.b.tool.test"), " && ", Connect("127.0.0.5", tool_.port),
+      " && echo tool-open");
+  Result r =
+      Sandfence({"run", path, "--tool",
+                 absl::StrCat("cdn=http://*.tool.test:", tool_.port, "/mcp"),
+                 "--resolver", dns_->address().ToString(), "--guard", "off",
+                 "--", "bash", "-c", script});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "early-open")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.5")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "tool-open")) << r.out << r.err;
+}
+
 TEST_F(RunDnsTest, TheWildcardsApexIsBlockedAndItsAddressStaysClosed) {
   Result r = Run(absl::StrCat(Query("tool.test"), "; ",
                               Connect("127.0.0.6", apex_.port),

@@ -152,7 +152,8 @@ absl::StatusOr<v1::ToolGrant> ParseToolFlag(absl::string_view text,
     tool.set_name(std::string(text.substr(0, eq)));
     url = text.substr(eq + 1);
   }
-  if (absl::StatusOr<Endpoint> ep = ParseEndpointUrl(url); !ep.ok()) {
+  // The host may be a wildcard (the compiler asks for dns FILTERED).
+  if (absl::StatusOr<ToolEndpoint> ep = ParseToolUrl(url); !ep.ok()) {
     return ep.status();
   }
   tool.set_url(std::string(url));

@@ -180,16 +180,24 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     }
     models.push_back(*std::move(ep));
   }
-  std::vector<Endpoint> tools;
+  const bool filtered = phase.dns().mode() == v1::Dns::FILTERED;
+  // Each tool's endpoint, or (a wildcard host) its name pattern and port.
+  std::vector<ToolEndpoint> tools;
   for (const v1::ToolGrant& tool : phase.tool()) {
-    absl::StatusOr<Endpoint> ep = ParseEndpointUrl(tool.url());
+    absl::StatusOr<ToolEndpoint> ep = ParseToolUrl(tool.url());
     if (!ep.ok()) {
       return WithContext(ep.status(),
                          absl::StrCat(label, ": ", ToolLabel(tool)));
     }
+    if (ep->pattern && !filtered) {
+      return Malformed(absl::StrCat(
+          label, ": ", ToolLabel(tool),
+          ": a wildcard needs dns { mode: FILTERED } (the filter learns the "
+          "addresses of the names it answers; without it a wildcard opens "
+          "nothing)"));
+    }
     tools.push_back(*std::move(ep));
   }
-  const bool filtered = phase.dns().mode() == v1::Dns::FILTERED;
   // Each allow rule's host, or (a wildcard) its name pattern.
   std::vector<Host> allow_hosts;
   std::vector<std::optional<NamePattern>> allow_patterns;
@@ -298,13 +306,21 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   // Tool grants.
   for (size_t i = 0; i < tools.size(); ++i) {
     const v1::ToolGrant& tool = phase.tool(i);
-    const Endpoint& ep = tools[i];
+    const Endpoint& ep = tools[i].endpoint;
     auto drop = [&](std::string reason) {
       out.dropped.push_back(DroppedGrant{tool.url(), tool.name(),
                                          std::move(reason), RuleSource::kTool});
     };
     if (phase.network_access() == v1::MODEL_ONLY) {
       drop("model_only drops optional tool grants");
+      continue;
+    }
+    const std::string origin =
+        tool.name().empty() ? "tool" : absl::StrCat("tool:", tool.name());
+    if (tools[i].pattern) {
+      // A wildcard opens only what the filter learns from answers.
+      AddNameRule(tools[i].pattern->ToString(), {L4::kTcp}, ep.port, ep.port,
+                  origin, &names);
       continue;
     }
     std::string where = absl::StrCat(label, ": ", ToolLabel(tool));
@@ -332,9 +348,7 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     AddRules(reach->prefixes, {L4::kTcp}, ep.port, ep.port, RuleSource::kTool,
              tool.name().empty() ? ep.host.ToString() : tool.name(), &rules);
     if (ep.host.is_name()) {
-      AddNameRule(ep.host.name, {L4::kTcp}, ep.port, ep.port,
-                  tool.name().empty() ? "tool" : absl::StrCat("tool:", tool.name()),
-                  &names);
+      AddNameRule(ep.host.name, {L4::kTcp}, ep.port, ep.port, origin, &names);
     }
   }
 

@@ -229,7 +229,12 @@ absl::StatusOr<Host> NormalizeHost(absl::string_view text, HostForm form) {
   return Host{*std::move(name), IpPrefix::Host(IpAddress())};
 }
 
-absl::StatusOr<Endpoint> ParseEndpointUrl(absl::string_view url) {
+namespace {
+
+// ParseEndpointUrl, and with `pattern` a wildcard host ("*.suffix") too:
+// then *pattern is set and the endpoint's host is left empty.
+absl::StatusOr<Endpoint> ParseUrl(absl::string_view url,
+                                  std::optional<NamePattern>* pattern) {
   size_t sep = url.find("://");
   if (sep == absl::string_view::npos) {
     return Malformed(
@@ -309,10 +314,36 @@ absl::StatusOr<Endpoint> ParseEndpointUrl(absl::string_view url) {
     out.port = static_cast<uint16_t>(port);
   }
 
+  if (absl::StartsWith(host_text, "*")) {
+    if (pattern == nullptr) {
+      return Malformed(absl::StrCat(
+          "host ", Quote(host_text),
+          " is a wildcard; this URL must name one host (wildcards are for "
+          "tool and allow hosts, with dns { mode: FILTERED })"));
+    }
+    absl::StatusOr<NamePattern> p = NormalizeNamePattern(host_text);
+    if (!p.ok()) return p.status();
+    *pattern = *std::move(p);
+    return out;
+  }
   absl::StatusOr<Host> host =
       NormalizeHost(host_text, HostForm::kAddressOrName);
   if (!host.ok()) return host.status();
   out.host = *std::move(host);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Endpoint> ParseEndpointUrl(absl::string_view url) {
+  return ParseUrl(url, nullptr);
+}
+
+absl::StatusOr<ToolEndpoint> ParseToolUrl(absl::string_view url) {
+  ToolEndpoint out;
+  absl::StatusOr<Endpoint> ep = ParseUrl(url, &out.pattern);
+  if (!ep.ok()) return ep.status();
+  out.endpoint = *std::move(ep);
   return out;
 }
 

@@ -6,8 +6,9 @@
 //     UTS #46 non-transitional, as browsers do);
 //   - IPv6 literals are written in brackets in URLs and stored without;
 //     IPv4-mapped IPv6 literals (::ffff:a.b.c.d) become IPv4;
-//   - no wildcards; no numeric host forms other than dotted quads (an HTTP
-//     client would read "0x7f.1" or "2130706433" as 127.0.0.1);
+//   - no wildcards (NamePattern and ParseToolUrl take "*.suffix"); no
+//     numeric host forms other than dotted quads (an HTTP client would
+//     read "0x7f.1" or "2130706433" as 127.0.0.1);
 //   - in URLs: http and https only, `user:pass@` ignored, the port from the
 //     URL or else the scheme's default (http 80, https 443), a host required.
 //
@@ -17,6 +18,7 @@
 #define SANDFENCE_COMPILE_ENDPOINT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -81,6 +83,16 @@ struct Endpoint {
 // Parses an endpoint URL ("https://user@Model.Internal.:8443/v1?x#y").
 // The path, query and fragment are ignored: sandfence allows host + port.
 absl::StatusOr<Endpoint> ParseEndpointUrl(absl::string_view url);
+
+// A tool grant's URL, whose host may also be a wildcard
+// ("https://*.tool.test:8443/mcp", issue 14): then `pattern` is set and
+// `endpoint.host` is empty; the port is the URL's (or the scheme's).
+// Model URLs stay concrete (ParseEndpointUrl).
+struct ToolEndpoint {
+  Endpoint endpoint;
+  std::optional<NamePattern> pattern;
+};
+absl::StatusOr<ToolEndpoint> ParseToolUrl(absl::string_view url);
 
 // "localhost" and names under ".localhost" (RFC 6761): loopback, always,
 // and never sent to DNS.

@@ -7,12 +7,98 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "dns/filter_server.h"
 
 namespace sandfence {
+namespace {
+
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string LabelValue(absl::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Per open rollout that filters DNS (issue 14): queries by verdict, the
+// learned addresses held, and the filter's latency as a histogram.
+void RenderDnsMetrics(const std::vector<ManagerMetrics::RolloutDns>& dns,
+                      std::string& out) {
+  if (dns.empty()) return;
+  absl::StrAppend(
+      &out,
+      "# HELP sandfence_dns_queries_total DNS queries the rollout's filter "
+      "decided, by verdict (malformed: answered FORMERR; upstream_failed and "
+      "learn_failed: SERVFAIL; rate_limited: dropped).\n"
+      "# TYPE sandfence_dns_queries_total counter\n");
+  for (const ManagerMetrics::RolloutDns& d : dns) {
+    const std::string rollout = LabelValue(d.rollout_id);
+    std::map<std::string, uint64_t> counts = d.queries.by_verdict;
+    // Every verdict the filter gives, zeros too, so that rates exist from
+    // the start.
+    for (dns::Verdict v :
+         {dns::Verdict::kAllowed, dns::Verdict::kBlocked,
+          dns::Verdict::kRefused, dns::Verdict::kMalformed,
+          dns::Verdict::kNotServed, dns::Verdict::kUpstreamFailed,
+          dns::Verdict::kLearnFailed, dns::Verdict::kRateLimited}) {
+      counts.try_emplace(dns::VerdictName(v), 0);
+    }
+    for (const auto& [verdict, n] : counts) {
+      absl::StrAppend(&out, "sandfence_dns_queries_total{rollout=\"", rollout,
+                      "\",verdict=\"", LabelValue(verdict), "\"} ", n, "\n");
+    }
+  }
+  absl::StrAppend(
+      &out,
+      "# HELP sandfence_dns_learned_addresses Addresses the rollout's DNS "
+      "filter learned from allowed answers that the kernel holds now.\n"
+      "# TYPE sandfence_dns_learned_addresses gauge\n");
+  for (const ManagerMetrics::RolloutDns& d : dns) {
+    if (!d.learned) continue;
+    absl::StrAppend(&out, "sandfence_dns_learned_addresses{rollout=\"",
+                    LabelValue(d.rollout_id), "\"} ", *d.learned, "\n");
+  }
+  absl::StrAppend(
+      &out,
+      "# HELP sandfence_dns_filter_latency_seconds The DNS filter's time per "
+      "query, from its first byte read to the reply sent (upstream and "
+      "learning included).\n"
+      "# TYPE sandfence_dns_filter_latency_seconds histogram\n");
+  for (const ManagerMetrics::RolloutDns& d : dns) {
+    const std::string rollout = LabelValue(d.rollout_id);
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < d.queries.latency_buckets.size(); ++b) {
+      cumulative += d.queries.latency_buckets[b];
+      const std::string le =
+          b < DnsQueryStats::kLatencyBounds.size()
+              ? absl::StrFormat("%g", DnsQueryStats::kLatencyBounds[b])
+              : "+Inf";
+      absl::StrAppend(&out, "sandfence_dns_filter_latency_seconds_bucket{",
+                      "rollout=\"", rollout, "\",le=\"", le, "\"} ", cumulative,
+                      "\n");
+    }
+    absl::StrAppend(
+        &out, "sandfence_dns_filter_latency_seconds_sum{rollout=\"", rollout,
+        "\"} ", absl::StrFormat("%.9g", d.queries.latency_sum_seconds), "\n",
+        "sandfence_dns_filter_latency_seconds_count{", "rollout=\"", rollout,
+        "\"} ", d.queries.latency_count, "\n");
+  }
+}
+
+}  // namespace
 
 std::string RenderMetrics(const ManagerMetrics& m) {
   std::string out;
@@ -57,6 +143,7 @@ std::string RenderMetrics(const ManagerMetrics& m) {
   metric("sandfence_runs_reaped_total", "counter",
          "Sandboxes of dead `sandfence run`s ended by this daemon.", "",
          m.runs_reaped);
+  RenderDnsMetrics(m.dns, out);
   return out;
 }
 

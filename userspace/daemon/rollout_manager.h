@@ -35,6 +35,7 @@
 #include "daemon/state_store.h"
 #include "host/host_state.h"
 #include "records/boot_clock.h"
+#include "records/recorder.h"
 #include "sandbox/host_enforcement.h"
 #include "sandbox/sandbox.h"
 #include "sandfence/v1/daemon.pb.h"
@@ -76,6 +77,13 @@ struct ManagerMetrics {
   uint64_t watch_events_missed = 0;  // by slow WatchEvents readers
   uint64_t calls_refused_from_sandboxes = 0;
   uint64_t runs_reaped = 0;
+  // Per open rollout whose policy filters DNS (issue 14), by rollout id.
+  struct RolloutDns {
+    std::string rollout_id;
+    DnsQueryStats queries;
+    std::optional<uint64_t> learned;  // addresses held now; unset: unknown
+  };
+  std::vector<RolloutDns> dns;
 };
 
 // Rollout ids: 1..128 of [A-Za-z0-9_.-], not starting with '.'.

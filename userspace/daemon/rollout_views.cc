@@ -58,11 +58,37 @@ v1::ListRolloutsResponse RolloutManager::List() {
 ManagerMetrics RolloutManager::Metrics() {
   ManagerMetrics m;
   std::vector<uint64_t> ids;
+  std::vector<std::shared_ptr<Rollout>> rollouts;
   {
     absl::MutexLock lock(&mu_);
     m.rollouts_open = views_.size();
     for (const auto& [cgroup_id, owner] : owner_of_) ids.push_back(cgroup_id);
+    for (const auto& [id, r] : rollouts_) rollouts.push_back(r);
   }
+  for (const std::shared_ptr<Rollout>& r : rollouts) {
+    ManagerMetrics::RolloutDns d;
+    uint64_t cgroup_id = 0;
+    {
+      absl::MutexLock rl(&r->mu);
+      if (!r->open() || r->sandbox->recorder() == nullptr) continue;
+      const std::vector<CompiledPhase>& phases = r->sandbox->policy().phases;
+      if (std::none_of(phases.begin(), phases.end(),
+                       [](const CompiledPhase& p) { return p.dns_filtered; })) {
+        continue;
+      }
+      d.rollout_id = r->id();
+      d.queries = r->sandbox->recorder()->dns_stats();
+      cgroup_id = r->sandbox->cgroup().id;
+    }
+    if (absl::StatusOr<size_t> n = enforcement_->DnsLearnedCount(cgroup_id);
+        n.ok()) {
+      d.learned = *n;
+    }
+    m.dns.push_back(std::move(d));
+  }
+  std::sort(m.dns.begin(), m.dns.end(), [](const auto& a, const auto& b) {
+    return a.rollout_id < b.rollout_id;
+  });
   for (uint64_t id : ids) {
     if (absl::StatusOr<SandboxCounters> c = enforcement_->EgressCounters(id);
         c.ok()) {

@@ -110,6 +110,9 @@ struct DnsQueryInfo {
   // none.
   std::string matched{};
   std::string detail{};  // why, for a person
+  // The filter's own time for it (first byte read to reply sent); 0 when
+  // not known. For the daemon's metrics only: records do not keep it.
+  uint64_t latency_ns = 0;
 };
 
 // The answer addresses a DNS entry keeps; more are counted, not kept.

@@ -464,6 +464,18 @@ bool RolloutRecorder::AddDnsQuery(const DnsQueryInfo& query) {
 
   absl::MutexLock lock(&mu_);
   if (finalized_) return false;
+  ++dns_stats_.by_verdict[q.verdict];
+  if (query.latency_ns != 0) {
+    const double seconds = static_cast<double>(query.latency_ns) / 1e9;
+    size_t b = 0;
+    while (b < DnsQueryStats::kLatencyBounds.size() &&
+           seconds > DnsQueryStats::kLatencyBounds[b]) {
+      ++b;
+    }
+    ++dns_stats_.latency_buckets[b];
+    ++dns_stats_.latency_count;
+    dns_stats_.latency_sum_seconds += seconds;
+  }
   if (journal_.failed()) {
     ++dns_dropped_;
     return true;
@@ -481,6 +493,11 @@ bool RolloutRecorder::AddDnsQuery(const DnsQueryInfo& query) {
   }
   MaybeFlushLocked().IgnoreError();  // sticky: Finalize reports it
   return true;
+}
+
+DnsQueryStats RolloutRecorder::dns_stats() const {
+  absl::MutexLock lock(&mu_);
+  return dns_stats_;
 }
 
 void RolloutRecorder::SetGuardEnforcement(absl::string_view mode) {

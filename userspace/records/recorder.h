@@ -22,8 +22,10 @@
 #ifndef SANDFENCE_RECORDS_RECORDER_H_
 #define SANDFENCE_RECORDS_RECORDER_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +99,23 @@ struct RecordOutcome {
   uint64_t bytes = 0;                 // size of the record file
 };
 
+// The DNS queries the rollout's filter decided (issue 14), for the
+// daemon's metrics: counts by verdict (dns::VerdictName: "allowed",
+// "blocked", "malformed" = FORMERR, "upstream_failed" and "learn_failed" =
+// SERVFAIL, ...), and a histogram of the filter's own latency per query.
+struct DnsQueryStats {
+  // Upper bounds of the latency buckets, in seconds; one more bucket
+  // (+Inf) holds the rest.
+  static constexpr std::array<double, 10> kLatencyBounds = {
+      50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 100e-3, 1.0};
+
+  std::map<std::string, uint64_t> by_verdict;
+  // Queries per bucket (not cumulative); the last is +Inf.
+  std::array<uint64_t, kLatencyBounds.size() + 1> latency_buckets{};
+  uint64_t latency_count = 0;  // queries with a known latency
+  double latency_sum_seconds = 0;
+};
+
 // Thread-safe: events may arrive on a reader thread while another thread
 // begins phases and finalizes.
 class RolloutRecorder {
@@ -131,6 +150,9 @@ class RolloutRecorder {
   // the record (printable ASCII, bounded); an empty verdict is recorded as
   // "unknown". False if already finalized (the caller counts it elsewhere).
   bool AddDnsQuery(const DnsQueryInfo& query);
+  // Every DNS query AddDnsQuery was given (also those the record could not
+  // keep), by verdict, with the filter's latency.
+  DnsQueryStats dns_stats() const;
 
   // Process-guard reports (filled by the guard module; phase set here).
   void SetGuardEnforcement(absl::string_view mode);  // "lsm", "signal", "off"
@@ -188,6 +210,7 @@ class RolloutRecorder {
   std::optional<SandboxCounters> last_counters_ ABSL_GUARDED_BY(mu_);
   uint64_t reader_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dns_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  DnsQueryStats dns_stats_ ABSL_GUARDED_BY(mu_);
   uint64_t guard_recorded_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_flush_mono_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_snapshot_mono_ns_ ABSL_GUARDED_BY(mu_) = 0;

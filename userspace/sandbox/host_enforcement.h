@@ -104,6 +104,12 @@ class HostEnforcement {
                                    uint32_t generation) = 0;
   // Stops serving the sandbox (its queries fail from now on).
   virtual void StopDns(uint64_t cgroup_id) = 0;
+  // The addresses the sandbox's filter has learned and the kernel holds
+  // now (for metrics); Unimplemented where the enforcement cannot tell.
+  virtual absl::StatusOr<size_t> DnsLearnedCount(uint64_t cgroup_id) {
+    (void)cgroup_id;
+    return absl::UnimplementedError("learned addresses are not counted here");
+  }
 
   // --- survivors ---
   // Processes that used the host's state and died without leaving.

@@ -462,6 +462,8 @@ absl::Status KernelEnforcement::StartDns(
         q.addresses = o.addresses;
         q.matched = absl::StrJoin(o.matched, ",");
         q.detail = o.detail;
+        q.latency_ns = static_cast<uint64_t>(
+            std::max<int64_t>(0, absl::ToInt64Nanoseconds(o.latency)));
         on_query(q);
       });
   if (!target.ok()) return target.status();
@@ -470,6 +472,11 @@ absl::Status KernelEnforcement::StartDns(
     return s;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> KernelEnforcement::DnsLearnedCount(
+    uint64_t cgroup_id) {
+  return egress_->LearnedCount(cgroup_id);
 }
 
 absl::Status KernelEnforcement::SetDnsPhase(uint64_t cgroup_id,

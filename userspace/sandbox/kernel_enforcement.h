@@ -62,6 +62,7 @@ class KernelEnforcement : public HostEnforcement {
   absl::Status SetDnsPhase(uint64_t cgroup_id, const CompiledPhase& phase,
                            uint32_t generation) override;
   void StopDns(uint64_t cgroup_id) override;
+  absl::StatusOr<size_t> DnsLearnedCount(uint64_t cgroup_id) override;
 
   std::vector<DeadDriver> DeadDrivers() override;
   std::vector<OrphanSandbox> Orphans() override;
