@@ -906,3 +906,110 @@ TEST(ContentHash, DependsOnTheEffectivePolicyOnly) {
 
 }  // namespace
 }  // namespace sandfence
+
+namespace sandfence {
+namespace {
+
+// Unix sockets (issue 21): CHECKED unless a restricted phase says otherwise.
+absl::StatusOr<CompiledPolicy> CompileUnix(const std::string& phases,
+                                           RolloutEndpoints endpoints = {}) {
+  FakeResolver resolver;
+  AddFixedAnswers(&resolver);
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  return compiler.Compile(Parse(phases), endpoints, kHostNetns);
+}
+
+TEST(CompileUnix, RestrictedPhasesCheckByDefaultAndInheritDoesNot) {
+  absl::StatusOr<CompiledPolicy> out = CompileUnix(
+      R"(phase { name: "a" network_access: MODEL_ONLY dns { mode: NONE }
+                 model: "http://10.0.0.5" }
+         phase { name: "b" network_access: INHERIT })");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->phases[0].unix_checked);
+  EXPECT_FALSE(out->phases[0].unix_unchecked);
+  EXPECT_TRUE(out->phases[0].unix_names.empty());
+  EXPECT_FALSE(out->phases[1].unix_checked);
+  EXPECT_FALSE(out->phases[1].unix_unchecked);
+}
+
+TEST(CompileUnix, ListedNamesAndUnchecked) {
+  absl::StatusOr<CompiledPolicy> out = CompileUnix(
+      R"(phase { name: "a" network_access: MODEL_ONLY dns { mode: NONE }
+                 model: "http://10.0.0.5"
+                 unix { allow: "/run/model.sock" allow: "@proxy"
+                        allow: "/run/model.sock" } }
+         phase { name: "b" network_access: MODEL_ONLY dns { mode: NONE }
+                 model: "http://10.0.0.5" unix { mode: UNCHECKED } })");
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->phases[0].unix_names.size(), 2u);  // the duplicate once
+  EXPECT_EQ(out->phases[0].unix_names[0].ToString(), "/run/model.sock");
+  EXPECT_EQ(out->phases[0].unix_names[1].ToString(), "@proxy");
+  EXPECT_TRUE(out->phases[0].unix_names[1].abstract);
+  EXPECT_FALSE(out->phases[1].unix_checked);
+  EXPECT_TRUE(out->phases[1].unix_unchecked);
+  const std::string text = FormatCompiledPolicyText(*out);
+  EXPECT_THAT(text, HasSubstr("a  unix  /run/model.sock"));
+  EXPECT_THAT(text, HasSubstr("a  unix  @proxy"));
+  EXPECT_THAT(text, HasSubstr("b  unix  UNCHECKED"));
+}
+
+TEST(CompileUnix, BadUnixBlocksAreMalformedNamingTheValue) {
+  struct Row {
+    const char* phase;
+    const char* message_part;
+  };
+  for (const Row& row : std::vector<Row>{
+           {R"(network_access: MODEL_ONLY unix { allow: "run/x.sock" })",
+            "\"run/x.sock\": a Unix socket name is an absolute path"},
+           {R"(network_access: MODEL_ONLY unix { allow: "@" })",
+            "at least one byte after the @"},
+           {R"(network_access: MODEL_ONLY unix { allow: "/run//x.sock" })",
+            "as processes connect to it"},
+           {R"(network_access: MODEL_ONLY unix { allow: "/run/x/" })",
+            "no trailing"},
+           {R"(network_access: MODEL_ONLY unix { mode: UNCHECKED
+                                                 allow: "/run/x.sock" })",
+            "with mode UNCHECKED"},
+           {R"(network_access: INHERIT unix { allow: "/run/x.sock" })",
+            "unix is given on an inherit phase"},
+       }) {
+    absl::StatusOr<CompiledPolicy> out = CompileUnix(absl::StrCat(
+        R"(phase { name: "a" dns { mode: NONE } model: "http://10.0.0.5" )",
+        row.phase, " }"));
+    ASSERT_FALSE(out.ok()) << row.phase;
+    EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed) << row.phase;
+    EXPECT_THAT(std::string(out.status().message()),
+                HasSubstr(row.message_part))
+        << row.phase;
+  }
+  absl::StatusOr<CompiledPolicy> long_name = CompileUnix(absl::StrCat(
+      R"(phase { name: "a" network_access: MODEL_ONLY dns { mode: NONE }
+                 unix { allow: "/)",
+      std::string(107, 'x'), R"(" } })"));
+  ASSERT_FALSE(long_name.ok());
+  EXPECT_THAT(std::string(long_name.status().message()),
+              HasSubstr("108 bytes; a sockaddr_un holds at most 107"));
+}
+
+TEST(CompileUnix, CommandLineOverlayAppliesToRestrictedPhasesOnly) {
+  RolloutEndpoints e;
+  e.model = {"http://10.0.0.5"};
+  e.unix_mode = v1::Unix::CHECKED;
+  e.unix_allow = {"@from-flags"};
+  absl::StatusOr<CompiledPolicy> out = CompileUnix(
+      R"(phase { name: "a" network_access: MODEL_ONLY dns { mode: NONE } }
+         phase { name: "b" network_access: INHERIT })",
+      e);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->phases[0].unix_names.size(), 1u);
+  EXPECT_EQ(out->phases[0].unix_names[0].ToString(), "@from-flags");
+  EXPECT_TRUE(out->phases[1].unix_names.empty());
+}
+
+TEST(UnixName, AbstractNamesShowTheirBytesEscaped) {
+  UnixName n{std::string("a\0b\\\x7f", 5), true};
+  EXPECT_EQ(n.ToString(), "@a\\x00b\\\\\\x7f");
+}
+
+}  // namespace
+}  // namespace sandfence

@@ -30,6 +30,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "records/journal.h"
+#include "support/host_probe.h"
 #include "support/test_env.h"
 
 namespace sandfence::testing {
@@ -132,9 +133,12 @@ class DaemonReachTest : public ::testing::Test {
   // setup (model only) -> agent (model and tools) -> verify (model only),
   // and "open" (inherit: nothing restricted). guard_off: the guard is off
   // in every phase.
+  // unix: the restricted phases' unix block ("" = the default, CHECKED).
   v1::StartRolloutRequest Request(const std::string& id,
-                                  bool guard_off = false) {
-    const std::string guard = guard_off ? "guard { mode: OFF }" : "";
+                                  bool guard_off = false,
+                                  const std::string& unix = "") {
+    const std::string guard =
+        absl::StrCat(guard_off ? "guard { mode: OFF } " : "", unix);
     v1::StartRolloutRequest req;
     req.set_rollout_id(id);
     req.mutable_sandbox()->set_create(true);
@@ -151,7 +155,7 @@ class DaemonReachTest : public ::testing::Test {
         "} audit { allowed: ALL } ",
         guard, " }\n",
         "phase { name: \"open\" network_access: INHERIT dns { mode: NONE } ",
-        guard, " }\n"));
+        guard_off ? "guard { mode: OFF }" : "", " }\n"));
     req.mutable_endpoints()->add_model(
         absl::StrCat("http://127.0.0.2:", model_.port, "/v1"));
     return req;
@@ -277,10 +281,12 @@ bool HasWarning(const v1::RolloutRecord& rec, v1::WarningKind kind,
 // guard on, the agent does not even reach the socket (protected object).
 TEST_F(DaemonReachTest, E2RootAgentCannotCallTheDaemon) {
   const std::string sock = daemon_->dirs().socket();
-  // Guard off: nothing but the daemon itself stands between the agent and
-  // the socket.
+  // Guard off and Unix sockets unchecked: nothing but the daemon itself
+  // stands between the agent and the socket.
   v1::StartRolloutResponse started;
-  grpc::Status s = Start(Request("e2-open", /*guard_off=*/true), &started);
+  grpc::Status s = Start(Request("e2-open", /*guard_off=*/true,
+                                 "unix { mode: UNCHECKED }"),
+                         &started);
   ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << daemon_->Log();
   const std::string cg = started.cgroup_path();
 
@@ -310,6 +316,29 @@ TEST_F(DaemonReachTest, E2RootAgentCannotCallTheDaemon) {
 
   // The daemon said why.
   EXPECT_THAT(daemon_->Log(), HasSubstr("inside a sandbox"));
+
+  // Unix sockets checked (the default), guard off: the kernel refuses the
+  // connect itself (EPERM), even with the socket listed in the policy.
+  if (HostKernelHasUnixHooks().ok()) {
+    v1::StartRolloutResponse checked;
+    s = Start(Request("e2-unix", /*guard_off=*/true,
+                      absl::StrCat("unix { allow: \"", sock, "\" }")),
+              &checked);
+    ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << daemon_->Log();
+    AgentResult r = RunAgent(checked.cgroup_path(),
+                             absl::StrCat(client, " ", sock, " health"));
+    EXPECT_EQ(r.status, grpc::UNAVAILABLE) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("Operation not permitted"));
+    v1::EndRolloutResponse ended;
+    ASSERT_TRUE(End("e2-unix", &ended).ok());
+    bool recorded = false;
+    for (const v1::NetAttempt& a : ended.record().net_attempt()) {
+      recorded |= a.protocol() == "unix" && a.address() == sock &&
+                  a.verdict() == v1::VERDICT_DENY &&
+                  a.reason() == "sandfence's own socket";
+    }
+    EXPECT_TRUE(recorded) << "the refused connect is not in the record";
+  }
 
   // Guard on: the socket is a protected object; the agent is stopped at
   // connect (signal: killed; lsm: EPERM, so the client sees UNAVAILABLE).

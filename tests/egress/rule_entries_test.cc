@@ -9,6 +9,39 @@
 namespace sandfence::testing {
 namespace {
 
+// A path's key is its bytes (len 0: it ends at its NUL, as the hook reads
+// it whatever address length the caller gave); an abstract name's is its
+// exact bytes and length. Only a phase that checks Unix sockets has them.
+TEST(RuleEntries, UnixNamesAreKeyedAsTheHookReadsThem) {
+  CompiledPhase p = Phase(v1::MODEL_ONLY, {});
+  p.unix_checked = true;
+  p.unix_names = {UnixName{"/run/m.sock", false},
+                  UnixName{std::string("a\0b", 3), true}};
+  auto e = BuildRuleEntries(p, 7);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_EQ(e->unix_names.size(), 2u);
+  const sf_unix_key& path = e->unix_names[0].key;
+  EXPECT_EQ(path.scope, 7u);
+  EXPECT_EQ(path.len, 0u);
+  EXPECT_EQ(path.abstract, 0u);
+  EXPECT_EQ(std::string(path.name), "/run/m.sock");
+  EXPECT_EQ(path.name[11], 0);
+  EXPECT_EQ(e->unix_names[0].value.rule_id, 0u);
+  const sf_unix_key& abs = e->unix_names[1].key;
+  EXPECT_EQ(abs.len, 3u);
+  EXPECT_EQ(abs.abstract, 1u);
+  EXPECT_EQ(std::string(abs.name, 3), std::string("a\0b", 3));
+  EXPECT_EQ(e->unix_names[1].value.rule_id, 1u);
+  EXPECT_EQ(SandboxFlags(p) & SF_SB_UNIX_CHECKED, SF_SB_UNIX_CHECKED);
+
+  p.unix_checked = false;
+  p.unix_unchecked = true;
+  e = BuildRuleEntries(p, 7);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->unix_names.empty());
+  EXPECT_EQ(SandboxFlags(p) & SF_SB_UNIX_CHECKED, 0u);
+}
+
 TEST(RuleEntries, SinglePortOnAHostIsOneExactEntry) {
   auto e = BuildRuleEntries(Phase(v1::MODEL_ONLY, {TcpRule("10.1.2.3", 8000)}),
                             7);

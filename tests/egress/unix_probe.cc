@@ -6,7 +6,8 @@
 // NAME: "@name" (abstract) or a path.
 // OP:   stream-connect, seqpacket-connect, dgram-connect, dgram-sendto:
 //         one attempt at NAME (a stream connect also sends a byte and waits
-//         for the listener's reply, so "reached" means a service answered);
+//         for the listener's reply, so "reached" means a service answered;
+//         stream-connect-only does not, for a listener that never accepts);
 //       own-stream, own-dgram: bind NAME first (a socket of this process,
 //         so of the sandbox), then connect / send to it from another socket.
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
@@ -99,6 +100,8 @@ int main(int argc, char** argv) {
   int err;
   if (op == "stream-connect") {
     err = Connect(SOCK_STREAM, name, true);
+  } else if (op == "stream-connect-only") {
+    err = Connect(SOCK_STREAM, name, false);
   } else if (op == "seqpacket-connect") {
     err = Connect(SOCK_SEQPACKET, name, false);
   } else if (op == "dgram-connect") {

@@ -5,9 +5,12 @@
 #include <linux/capability.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -287,6 +290,99 @@ TEST_F(RunCommandTest, InheritedSocketsAreClosed) {
   ASSERT_EQ(r.status, 0) << r.err;
   // stdin, stdout, stderr, and the fd ls opens for the directory.
   EXPECT_EQ(std::stoi(r.out), 4) << r.out;
+}
+
+}  // namespace
+}  // namespace sandfence::testing
+
+namespace sandfence::testing {
+namespace {
+
+// A stream listener outside every sandbox, at a path of the test's.
+struct HostUnixListener {
+  explicit HostUnixListener(const std::string& p) : path(p) {
+    unlink(path.c_str());
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0)
+        << path << ": " << strerror(errno);
+    EXPECT_EQ(listen(fd, 8), 0);
+  }
+  ~HostUnixListener() {
+    close(fd);
+    unlink(path.c_str());
+  }
+  std::string path;
+  int fd = -1;
+};
+
+// The agent's try: connect to a host service's Unix socket (the container
+// runtime's, the system bus...) from a model_only run.
+TEST(RunUnixTest, AHostServicesUnixSocketIsRefusedAndNamed) {
+  REQUIRE_KERNEL_FOR_RUN();
+  SANDFENCE_REQUIRE_HOST(HostKernelHasUnixHooks());
+  HostUnixListener svc(absl::StrCat("/tmp/sf-run-unix-", getpid(), ".sock"));
+  const std::string record =
+      absl::StrCat("/tmp/sf-run-unix-", getpid(), ".record");
+  Result r = Sandfence({"run", "--network-access", "model_only", "--model",
+                        "http://127.0.0.2:9/", "--record", record, "--",
+                        SANDFENCE_UNIX_PROBE_PATH, "stream-connect",
+                        svc.path});
+  EXPECT_EQ(r.status, EPERM) << r.err;
+  EXPECT_NE(r.err.find("1 denied"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unix"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(svc.path), std::string::npos) << r.err;
+  Result shown = Sandfence({"records", "show", "--json", record});
+  EXPECT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.out.find(svc.path), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("connect_unix"), std::string::npos) << shown.out;
+  unlink(record.c_str());
+
+  // Listed, it is reachable (and the sandbox's own sockets always are).
+  Result listed = Sandfence({"run", "--network-access", "model_only",
+                             "--model", "http://127.0.0.2:9/", "--unix-allow",
+                             svc.path, "--", SANDFENCE_UNIX_PROBE_PATH,
+                             "stream-connect-only", svc.path});
+  EXPECT_EQ(listed.status, 0) << listed.err;
+  Result own = Sandfence({"run", "--network-access", "model_only", "--model",
+                          "http://127.0.0.2:9/", "--",
+                          SANDFENCE_UNIX_PROBE_PATH, "own-stream",
+                          absl::StrCat("@sf-run-own-", getpid())});
+  EXPECT_EQ(own.status, 0) << own.err;
+}
+
+// Without the kernel's hooks (before 6.7) a restricted run is refused
+// before anything starts, naming why; --unix unchecked runs it, and says so.
+// With them, unchecked reaches the host's socket and says so too.
+TEST(RunUnixTest, UnixCheckingNeedsTheKernelsHooks) {
+  REQUIRE_KERNEL_FOR_RUN();
+  HostUnixListener svc(absl::StrCat("/tmp/sf-run-unix2-", getpid(), ".sock"));
+  const std::string marker = absl::StrCat("/tmp/sf-run-unix2-", getpid());
+  unlink(marker.c_str());
+  if (!HostKernelHasUnixHooks().ok()) {
+    // --unix checked: WithUnixForThisKernel leaves the flag as it is.
+    Result refused = Sandfence({"run", "--unix", "checked", "--network-access",
+                                "model_only", "--model", "http://127.0.0.2:9/",
+                                "--", "touch", marker});
+    EXPECT_EQ(refused.status, 78) << refused.err;
+    EXPECT_NE(refused.err.find("connect_unix"), std::string::npos)
+        << refused.err;
+    EXPECT_NE(refused.err.find("--unix unchecked"), std::string::npos)
+        << refused.err;
+    EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran";
+  }
+  Result unchecked = Sandfence(
+      {"run", "--unix", "unchecked", "--network-access", "model_only",
+       "--model", "http://127.0.0.2:9/", "--", "bash", "-c",
+       absl::StrCat(SANDFENCE_UNIX_PROBE_PATH, " stream-connect-only ",
+                    svc.path, " && touch ", marker)});
+  EXPECT_EQ(unchecked.status, 0) << unchecked.err;
+  EXPECT_NE(unchecked.err.find("Unix sockets unchecked"), std::string::npos)
+      << unchecked.err;
+  EXPECT_EQ(access(marker.c_str(), F_OK), 0) << unchecked.err;
+  unlink(marker.c_str());
 }
 
 }  // namespace

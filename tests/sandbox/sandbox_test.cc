@@ -203,6 +203,33 @@ TEST_F(SandboxTest, UnknownInitialPhaseIsMalformedAndTouchesNothing) {
   EXPECT_FALSE(Exists(spec.record_path));
 }
 
+// On a host without the Unix socket hooks, any phase that checks Unix
+// sockets (not only the first) refuses the start before anything exists;
+// UNCHECKED phases start.
+TEST_F(SandboxTest, UnixCheckingWithoutTheKernelsHooksIsRefusedBeforeAnything) {
+  host_->unix_unavailable = "this kernel has no cgroup connect_unix hooks";
+  SandboxSpec spec = Spec("r1");
+  spec.policy.phases[2].unix_checked = true;  // "grade", not the first
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(RefusalOf(sb.status()), Refusal::kRejected) << sb.status();
+  EXPECT_THAT(std::string(sb.status().message()), HasSubstr("\"grade\""));
+  EXPECT_THAT(std::string(sb.status().message()),
+              HasSubstr("no cgroup connect_unix hooks"));
+  EXPECT_THAT(std::string(sb.status().message()),
+              HasSubstr("unix { mode: UNCHECKED }"));
+  for (const std::string& call : kernel_->Calls()) {
+    EXPECT_EQ(call, "ReleaseCgroup(0)") << "a refused start called the host";
+  }
+  EXPECT_FALSE(Exists(spec.record_path));
+
+  spec.policy.phases[2].unix_checked = false;
+  spec.policy.phases[2].unix_unchecked = true;
+  sb = Sandbox::Start(host_.get(), spec);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+}
+
 TEST_F(SandboxTest, GuardModeTheHostCannotHaveIsRefusedBeforeAnything) {
   SandboxSpec spec = Spec("r1");
   spec.guard_mode = GuardMode::kLsm;  // the fake host runs signal

@@ -1,6 +1,7 @@
 #include "support/host_probe.h"
 
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/io_uring.h>
@@ -155,6 +156,27 @@ const absl::Status& HostKernelRunsLsmEnforcer() {
   static const absl::Status s =
       ProbeHelper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_get_current_task_btf,
                   "bpf_get_current_task_btf", "Linux 5.11+");
+  return s;
+}
+
+static absl::Status ProbeUnixHooks() {
+  const bpf_insn insns[] = {
+      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 1},
+      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+  };
+  // BPF_CGROUP_UNIX_CONNECT: 49 (Debian 12's headers predate it).
+  LIBBPF_OPTS(bpf_prog_load_opts, opts,
+              .expected_attach_type = static_cast<bpf_attach_type>(49));
+  UniqueFd fd(bpf_prog_load(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, "sf_probe_unix",
+                            "GPL", insns, 2, &opts));
+  if (fd) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "this kernel has no cgroup connect_unix hook (Linux 6.7+): ",
+      std::strerror(errno)));
+}
+
+const absl::Status& HostKernelHasUnixHooks() {
+  static const absl::Status s = ProbeUnixHooks();
   return s;
 }
 

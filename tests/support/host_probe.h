@@ -43,6 +43,12 @@ const absl::Status& HostKernelRunsLsmEnforcer();
 // (Linux 6.13+) that the signal enforcer's programs call.
 const absl::Status& HostKernelRunsSignalEnforcer();
 
+// The kernel has the cgroup connect_unix/sendmsg_unix hooks (Linux 6.7+)
+// that judge a sandbox's Unix sockets; without them, phases that check Unix
+// sockets are refused. Probed by loading a program for the attach type,
+// independently of the controller.
+const absl::Status& HostKernelHasUnixHooks();
+
 }  // namespace sandfence::testing
 
 // Skips the current test with the probe's reason when the host lacks it.

@@ -103,6 +103,7 @@ std::string Destination(const v1::NetAttempt& a) {
   if (a.overflow()) return "(overflow: destinations not kept)";
   if (a.hook() == "sock_create")
     return absl::StrCat(a.socket_type(), " socket");
+  if (a.protocol() == "unix") return a.address();  // a name, no port
   if (a.address().find(':') != std::string::npos) {
     return absl::StrCat("[", a.address(), "]:", a.port());
   }

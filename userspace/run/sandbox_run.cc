@@ -32,6 +32,7 @@ namespace sandfence {
 namespace {
 
 std::string Destination(const NetEvent& e) {
+  if (e.is_unix()) return e.unix_name->ToString();
   if (e.hook == SF_HOOK_SOCK_CREATE) {
     return e.sock_type == 3 ? "raw socket"
                             : absl::StrCat("socket protocol ", e.protocol);
@@ -43,8 +44,9 @@ std::string Destination(const NetEvent& e) {
 class SummaryBuilder {
  public:
   void Add(const NetEvent& e) {
-    const std::string proto =
-        e.hook == SF_HOOK_SOCK_CREATE ? "socket" : ProtocolName(e.protocol);
+    const std::string proto = e.is_unix()                      ? "unix"
+                              : e.hook == SF_HOOK_SOCK_CREATE ? "socket"
+                                                              : ProtocolName(e.protocol);
     const std::string dest = Destination(e);
     if (!e.denied()) {
       allowed_.emplace(absl::StrCat(proto, " ", dest));
@@ -277,6 +279,12 @@ std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
       "sandfence: exit %d; %d allowed, %d denied\n",
       phase.name, absl::AsciiStrToLower(v1::NetworkAccess_Name(phase.access)),
       s.guard_enforcer, s.exit_status, s.counters.allowed, s.counters.denied);
+  if (phase.restricted() && phase.unix_unchecked) {
+    absl::StrAppend(&out,
+                    "sandfence: Unix sockets unchecked (unix { mode: "
+                    "UNCHECKED }): every Unix socket the command can open is "
+                    "reachable\n");
+  }
   for (uint64_t id : s.reaped) {
     absl::StrAppendFormat(
         &out, "sandfence: ended the sandbox a dead run left (cgroup %d): "
