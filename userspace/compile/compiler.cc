@@ -346,16 +346,9 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     case v1::Dns::NONE:
       break;
     case v1::Dns::FILTERED: {
-      // The filter listens in the host's network namespace; a sandbox with
-      // its own would send its queries to its own loopback, where nothing
-      // answers. Refused, not degraded.
-      if (context.own_netns) {
-        return Rejected(absl::StrCat(
-            label,
-            ": dns FILTERED cannot be served to a sandbox with its own "
-            "network namespace yet (the filter answers in the host's); use "
-            "the host's namespace, or dns { mode: LISTED } / NONE"));
-      }
+      // A sandbox with its own network namespace is served there: the
+      // lifecycle makes the filter's listeners in that namespace (and
+      // refuses when it does not know which one it is).
       // The sandbox reaches no resolver: the kernel sends its queries to the
       // filter, and the filter (outside the sandbox) asks the upstreams.
       out.dns_filtered = true;

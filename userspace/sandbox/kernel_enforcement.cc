@@ -422,7 +422,7 @@ void KernelEnforcement::CollectExpiredDns() {
 
 absl::Status KernelEnforcement::StartDns(
     uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
-    std::function<void(const DnsQueryInfo&)> on_query) {
+    std::function<void(const DnsQueryInfo&)> on_query, int netns_fd) {
   DnsFilterHost* dns;
   {
     absl::MutexLock lock(&dns_mu_);
@@ -454,7 +454,8 @@ absl::Status KernelEnforcement::StartDns(
         q.matched = absl::StrJoin(o.matched, ",");
         q.detail = o.detail;
         on_query(q);
-      });
+      },
+      netns_fd);
   if (!target.ok()) return target.status();
   if (absl::Status s = egress_->SetDnsTarget(cgroup_id, *target); !s.ok()) {
     dns->RemoveSandbox(cgroup_id);
