@@ -161,6 +161,20 @@ TEST_F(DnsFilterHostTest, ATargetInASandboxsOwnNamespaceIsServedThereOnly) {
   host.RemoveSandbox(2001);
 }
 
+TEST_F(DnsFilterHostTest, WithNoUpstreamAllowedNamesGetServfailOthersNxdomain) {
+  // A defaulted FILTERED on a host whose nameservers are unknown: the
+  // filter still blocks, and says it has nowhere to ask for the rest.
+  DnsFilterHost host(10, [](uint64_t, uint32_t, std::vector<LearnedEntry>) {
+    return absl::OkStatus();
+  });
+  absl::StatusOr<HostPort> t = host.AddSandbox(3001, {}, nullptr);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(host.SetPhase(3001, FilteredPhase(), 1).ok());
+  EXPECT_EQ(Ask(*t, "api.model.test"), 2);  // SERVFAIL
+  EXPECT_EQ(Ask(*t, "secret.attacker.test"), 3);
+  host.RemoveSandbox(3001);
+}
+
 TEST_F(DnsFilterHostTest, AddAndRemoveWhileAnotherSandboxFloodsTheFilter) {
   DnsFilterHost host(8, [](uint64_t, uint32_t, std::vector<LearnedEntry>) {
     return absl::OkStatus();

@@ -188,7 +188,8 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     }
     tools.push_back(*std::move(ep));
   }
-  const bool filtered = phase.dns().mode() == v1::Dns::FILTERED;
+  const v1::Dns::Mode dns_mode = EffectiveDnsMode(phase);
+  const bool filtered = dns_mode == v1::Dns::FILTERED;
   // Each allow rule's host, or (a wildcard) its name pattern.
   std::vector<Host> allow_hosts;
   std::vector<std::optional<NamePattern>> allow_patterns;
@@ -342,7 +343,9 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
 
   // DNS: to the resolvers only, over UDP and TCP (large answers).
   const std::vector<L4> kDnsProtocols = {L4::kTcp, L4::kUdp};
-  switch (phase.dns().mode()) {
+  out.dns_mode = dns_mode;
+  out.dns_mode_default = phase.dns().mode() == v1::Dns::MODE_UNSPECIFIED;
+  switch (dns_mode) {
     case v1::Dns::NONE:
       break;
     case v1::Dns::FILTERED: {
@@ -369,6 +372,12 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
         out.dns_upstreams.push_back(*hp);
       }
       if (out.dns_upstreams.empty()) {
+        if (!system_resolvers_.ok() && out.dns_mode_default) {
+          // Not asked for by name: the phase is not refused for a host
+          // that lists no nameserver. The filter blocks as ever, and
+          // answers allowed names SERVFAIL (check and the record say so).
+          break;
+        }
         if (!system_resolvers_.ok()) {
           return WithContext(
               system_resolvers_.status(),
@@ -397,7 +406,7 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
                  "dns", &rules);
       }
       break;
-    default: {  // SYSTEM, or unset
+    default: {  // SYSTEM
       if (!system_resolvers_.ok()) {
         return WithContext(
             system_resolvers_.status(),

@@ -92,11 +92,6 @@ absl::StatusOr<DnsFilterHost::Server*> DnsFilterHost::ServerFor(
   for (auto& s : servers_) {
     if (s->upstreams == upstreams) return s.get();
   }
-  if (upstreams.empty()) {
-    return Rejected(
-        "the DNS filter has no upstream resolver to ask (the policy lists "
-        "none and the host's are not known)");
-  }
   auto server = std::make_unique<Server>();
   server->upstreams = upstreams;
   dns::FilterServerOptions options = options_;
