@@ -8,7 +8,9 @@
 //   - TCP queries are filtered the same way;
 //   - the record lists each name with its verdict;
 //   - a sandbox with its own network namespace is served there, and cannot
-//     reach the filters' range through its own loopback.
+//     reach the filters' range through its own loopback;
+//   - after the upstream's answer changes, a new query opens the new
+//     address and the old one expires after TTL + grace.
 #include <unistd.h>
 
 #include <fstream>
@@ -234,6 +236,53 @@ TEST_F(RunDnsTest, ASandboxWithItsOwnNetworkNamespaceIsServedThere) {
   EXPECT_TRUE(absl::StrContains(r.out, "reached 127.0.0.9")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "refused 127.83.0.77 errno 1")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "Operation not permitted")) << r.out;
+}
+
+TEST_F(RunDnsTest, ANewAnswerOpensTheNewAddressAndTheOldOneExpires) {
+  // The upstream restarts with a new address for the name (same port, as a
+  // rotated load balancer would answer): a new query opens the new
+  // address, and the old one closes after its TTL (clamped to 1 s) plus
+  // 1 s of grace. The command and the test meet through files; every wait
+  // is a bounded poll.
+  Listener moved = Listen("127.0.0.8", tool_.port);
+  ASSERT_TRUE(moved.tcp) << "a listener on 127.0.0.8:" << tool_.port;
+  const std::string policy = WritePolicy(
+      "moved.policy", "min_ttl_seconds: 1 max_ttl_seconds: 1 grace_seconds: 1");
+  const std::string asked = dir_->Path("asked");
+  const std::string restarted = dir_->Path("restarted");
+  const std::string old_addr = Connect("127.0.0.5", tool_.port);
+  const std::string new_addr = Connect("127.0.0.8", tool_.port);
+  const std::string script = absl::StrCat(
+      Query("a.b.tool.test"), " && ", old_addr, " && echo old-open; ", "if ",
+      new_addr, " 2>/dev/null; then echo new-early; fi; ", "touch ", asked,
+      "; for i in $(seq 300); do [ -e ", restarted,
+      " ] && break; sleep 0.1; done; ", Query("a.b.tool.test"), " && ",
+      new_addr, " && echo new-open; for i in $(seq 150); do if ! ", old_addr,
+      " 2>/dev/null; then echo old-expired; break; fi; sleep 0.1; done");
+  SandfenceProcess run({"run", policy, "--resolver", dns_->address().ToString(),
+                        "--guard", "off", "--", "bash", "-c", script});
+  // The first answer was used: restart the upstream with the new address.
+  bool seen = false;
+  for (int i = 0; i < 300 && !seen; ++i) {
+    seen = access(asked.c_str(), F_OK) == 0;
+    if (!seen) usleep(100 * 1000);
+  }
+  ASSERT_TRUE(seen) << "the command never asked:\n" << run.Wait().err;
+  const uint16_t port = dns_->address().port;
+  dns_.reset();
+  absl::StatusOr<std::unique_ptr<TestDnsServer>> dns =
+      TestDnsServer::Start({{"a.b.tool.test", {"127.0.0.8"}}}, port);
+  ASSERT_TRUE(dns.ok()) << dns.status();
+  dns_ = *std::move(dns);
+  std::ofstream(restarted) << "\n";
+  Result r = run.Wait();
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.5\nold-open\n"))
+      << r.out << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "new-early")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.8\nnew-open\nold-expired"))
+      << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(dns_->log(), "a.b.tool.test")) << dns_->log();
 }
 
 }  // namespace
