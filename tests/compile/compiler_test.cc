@@ -441,12 +441,10 @@ INSTANTIATE_TEST_SUITE_P(
              .expect = {"tcp 10.0.0.5:80 10.0.0.5", "tcp 10.0.0.53:53 dns",
                         "tcp 127.0.0.53:53 dns", "udp 10.0.0.53:53 dns",
                         "udp 127.0.0.53:53 dns"}},
-        Case{.title = "dns unset is SYSTEM",
+        Case{.title = "dns unset is FILTERED: no resolver is reachable",
              .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
                          dns { })",
-             .expect = {"tcp 10.0.0.5:80 10.0.0.5", "tcp 10.0.0.53:53 dns",
-                        "tcp 127.0.0.53:53 dns", "udp 10.0.0.53:53 dns",
-                        "udp 127.0.0.53:53 dns"}},
+             .expect = {"tcp 10.0.0.5:80 10.0.0.5"}},
         Case{.title = "a loopback host resolver is dropped from an own netns",
              .phase = R"(network_access: MODEL_ONLY model: "http://10.0.0.5"
                          dns { mode: SYSTEM })",
@@ -611,7 +609,7 @@ TEST(Compile, OnlyPhaseCompilesThatPhase) {
   EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed);
 }
 
-TEST(Compile, UnknownSystemResolversMatterOnlyToDnsSystem) {
+TEST(Compile, UnknownSystemResolversMatterOnlyWhereAModeAsksForThem) {
   FakeResolver resolver;
   PolicyCompiler compiler(&resolver,
                           Unavailable("cannot read the nameservers from x"));
@@ -620,13 +618,58 @@ TEST(Compile, UnknownSystemResolversMatterOnlyToDnsSystem) {
                        model: "http://10.0.0.5" dns { mode: NONE } })"),
                        RolloutEndpoints{}, kHostNetns);
   EXPECT_TRUE(out.ok()) << out.status();
+  // Said explicitly, SYSTEM and FILTERED need them.
+  for (const char* mode : {"SYSTEM", "FILTERED"}) {
+    out = compiler.Compile(
+        Parse(absl::StrCat(R"(phase { name: "a" network_access: MODEL_ONLY
+                                      model: "http://10.0.0.5" dns { mode: )",
+                           mode, " } }")),
+        RolloutEndpoints{}, kHostNetns);
+    ASSERT_FALSE(out.ok()) << mode;
+    EXPECT_EQ(RefusalOf(out.status()), Refusal::kUnavailable) << mode;
+    EXPECT_THAT(out.status().message(), HasSubstr("host's nameservers"))
+        << mode;
+  }
+  // The default is not refused for them: the filter blocks as ever and
+  // answers allowed names SERVFAIL (no upstream), which check shows.
   out = compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
                                           model: "http://10.0.0.5" })"),
                          RolloutEndpoints{}, kHostNetns);
-  ASSERT_FALSE(out.ok());
-  EXPECT_EQ(RefusalOf(out.status()), Refusal::kUnavailable);
-  EXPECT_THAT(out.status().message(),
-              HasSubstr("dns SYSTEM allows the host's nameservers"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->phases[0].dns_filtered);
+  EXPECT_TRUE(out->phases[0].dns_mode_default);
+  EXPECT_TRUE(out->phases[0].dns_upstreams.empty());
+  EXPECT_THAT(FormatCompiledPolicyText(*out),
+              HasSubstr("dns   filtered (the default): upstream none known"));
+}
+
+TEST(Compile, DnsFilteredIsTheDefaultOfRestrictedPhasesOnly) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" }
+               phase { name: "b" network_access: MODEL_AND_TOOLS
+                       model: "http://10.0.0.5" dns { min_ttl_seconds: 1 } }
+               phase { name: "c" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" dns { mode: SYSTEM } }
+               phase { name: "d" network_access: INHERIT })"),
+                       RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int i : {0, 1}) {
+    const CompiledPhase& p = out->phases[i];
+    EXPECT_TRUE(p.dns_filtered) << p.name;
+    EXPECT_TRUE(p.dns_mode_default) << p.name;
+    EXPECT_EQ(p.dns_mode, v1::Dns::FILTERED) << p.name;
+    EXPECT_EQ(p.dns_upstreams, SystemResolvers()) << p.name;
+  }
+  EXPECT_EQ(out->phases[1].dns_ttl.min_seconds, 1u);
+  EXPECT_FALSE(out->phases[2].dns_filtered);
+  EXPECT_FALSE(out->phases[2].dns_mode_default);
+  EXPECT_FALSE(out->phases[3].dns_filtered);
+  const std::string text = FormatCompiledPolicyText(*out);
+  EXPECT_THAT(text, HasSubstr("a  dns   filtered (the default): upstream"));
+  EXPECT_THAT(text, HasSubstr("c  dns   system: the resolvers allowed above"));
 }
 
 TEST(Compile, PhaseSettingsAreCarriedWithDefaultsFilledIn) {
@@ -682,11 +725,11 @@ TEST(CompileDnsFiltered, NamesAndWildcardsBecomeNameRulesAndNoResolverRule) {
   // The names are still resolved at start (a rollout that connects before
   // it asks works); the wildcard opens only what is learned; the sandbox
   // gets no rule to any resolver.
-  EXPECT_THAT(Lines(p), ElementsAre("tcp 10.0.0.7:22 10.0.0.7",
-                                    "tcp 10.0.0.9:443 search",
-                                    "tcp 10.0.0.9:8443 search.internal",
-                                    "tcp 10.1.2.3:8000 model.internal",
-                                    "tcp [fd00::3]:8000 model.internal"));
+  EXPECT_THAT(Lines(p),
+              ElementsAre("tcp 10.0.0.7:22 10.0.0.7", "tcp 10.0.0.9:443 search",
+                          "tcp 10.0.0.9:8443 search.internal",
+                          "tcp 10.1.2.3:8000 model.internal",
+                          "tcp [fd00::3]:8000 model.internal"));
   EXPECT_THAT(NameLines(p),
               ElementsAre("model.internal tcp:8000-8000 model",
                           "search.internal tcp:443-443,tcp:8443-8443 "
@@ -706,13 +749,13 @@ TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
   FakeResolver resolver;
   PolicyCompiler compiler(&resolver,
                           Unavailable("cannot read the nameservers from x"));
-  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
-      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
                        model: "http://10.0.0.5"
                        dns { mode: FILTERED resolver: "127.0.0.1:5353"
                              min_ttl_seconds: 1 max_ttl_seconds: 2
                              grace_seconds: 3 } })"),
-      RolloutEndpoints{}, kHostNetns);
+                       RolloutEndpoints{}, kHostNetns);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->phases[0].dns_upstreams,
             std::vector<HostPort>{*HostPort::Parse("127.0.0.1:5353", 53)});
@@ -720,21 +763,19 @@ TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
   EXPECT_THAT(NameLines(out->phases[0]), IsEmpty());  // the model is an IP
 
   // Without listed upstreams, the host's must be known.
-  out = compiler.Compile(
-      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+  out = compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
                        model: "http://10.0.0.5" dns { mode: FILTERED } })"),
-      RolloutEndpoints{}, kHostNetns);
+                         RolloutEndpoints{}, kHostNetns);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(RefusalOf(out.status()), Refusal::kUnavailable);
   EXPECT_THAT(out.status().message(), HasSubstr("dns FILTERED asks the host"));
 
   // A max below the default min, without a min: said plainly.
-  out = compiler.Compile(
-      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+  out = compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
                        model: "http://10.0.0.5"
                        dns { mode: FILTERED resolver: "127.0.0.1"
                              max_ttl_seconds: 10 } })"),
-      RolloutEndpoints{}, kHostNetns);
+                         RolloutEndpoints{}, kHostNetns);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed);
   EXPECT_THAT(out.status().message(), HasSubstr("min_ttl_seconds 30"));
@@ -747,20 +788,21 @@ TEST(CompileDnsFiltered, WildcardsAreRefusedWhereNothingLearnsAddresses) {
     const char* phase;
     const char* message;
   };
-  for (const Bad& b : {
-           Bad{R"(allow { host: "*.tool.test" port: 443 } dns { mode: NONE })",
-               "a wildcard needs dns { mode: FILTERED }"},
-           Bad{R"(allow { host: "*.tool.test" port: 443 })",
-               "a wildcard needs dns { mode: FILTERED }"},
-           Bad{R"(allow { host: "*" port: 443 } dns { mode: FILTERED })",
-               "allow \"*\""},
-           Bad{R"(allow { host: "a.*.test" port: 443 } dns { mode: FILTERED })",
-               "allow \"a.*.test\""},
-           Bad{R"(allow { host: "*.tool.test" } dns { mode: FILTERED })",
-               "has no port"},
-           Bad{R"(model: "http://*.model.test" dns { mode: FILTERED })",
-               "model \"http://*.model.test\""},
-       }) {
+  for (
+      const Bad& b : {
+          Bad{R"(allow { host: "*.tool.test" port: 443 } dns { mode: NONE })",
+              "a wildcard needs dns { mode: FILTERED }"},
+          Bad{R"(allow { host: "*.tool.test" port: 443 } dns { mode: SYSTEM })",
+              "a wildcard needs dns { mode: FILTERED }"},
+          Bad{R"(allow { host: "*" port: 443 } dns { mode: FILTERED })",
+              "allow \"*\""},
+          Bad{R"(allow { host: "a.*.test" port: 443 } dns { mode: FILTERED })",
+              "allow \"a.*.test\""},
+          Bad{R"(allow { host: "*.tool.test" } dns { mode: FILTERED })",
+              "has no port"},
+          Bad{R"(model: "http://*.model.test" dns { mode: FILTERED })",
+              "model \"http://*.model.test\""},
+      }) {
     absl::StatusOr<CompiledPolicy> out = compiler.Compile(
         Parse(absl::StrCat(R"(phase { name: "a" network_access: MODEL_ONLY
                               model: "http://10.0.0.5" )",
@@ -818,7 +860,8 @@ TEST(CompileDnsFiltered, ToolWildcardsAreRefusedAsAllowWildcardsAre) {
           Bad{R"(tool { url: "https://*.tool.test" } dns { mode: NONE })",
               "tool \"https://*.tool.test\": a wildcard needs dns { mode: "
               "FILTERED }"},
-          Bad{R"(tool { name: "t" url: "https://*.tool.test" })",
+          Bad{R"(tool { name: "t" url: "https://*.tool.test" }
+                 dns { mode: SYSTEM })",
               "tool \"t\" (https://*.tool.test): a wildcard needs dns"},
           Bad{R"(tool { url: "https://*/" } dns { mode: FILTERED })",
               "host \"*\" matches every name"},
@@ -847,35 +890,37 @@ TEST(CompileDnsFiltered, ToolWildcardsAreRefusedAsAllowWildcardsAre) {
   }
 }
 
-TEST(CompileDnsFiltered, APrivateNetworkNamespaceIsRefusedNotDegraded) {
+TEST(CompileDnsFiltered, APrivateNetworkNamespaceIsFilteredToo) {
+  // The filter listens in that namespace (the lifecycle's business); the
+  // compiled phase is the same, and opens no resolver.
   FakeResolver resolver;
   PolicyCompiler compiler(&resolver, SystemResolvers());
-  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
-      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
                        model: "http://10.0.0.5" dns { mode: FILTERED } })"),
-      RolloutEndpoints{}, kOwnNetns);
-  ASSERT_FALSE(out.ok());
-  EXPECT_EQ(RefusalOf(out.status()), Refusal::kRejected);
-  EXPECT_THAT(out.status().message(),
-              HasSubstr("its own network namespace"));
+                       RolloutEndpoints{}, kOwnNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->phases[0].dns_filtered);
+  for (const Rule& r : out->phases[0].rules) {
+    EXPECT_NE(r.source, RuleSource::kDns) << r.dest.ToString();
+  }
 }
 
 TEST(CompileDnsFiltered, InheritPhasesCannotBeFiltered) {
   FakeResolver resolver;
   PolicyCompiler compiler(&resolver, SystemResolvers());
-  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
-      Parse(R"(phase { name: "a" network_access: INHERIT
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(phase { name: "a" network_access: INHERIT
                        dns { mode: FILTERED } })"),
-      RolloutEndpoints{}, kHostNetns);
+                       RolloutEndpoints{}, kHostNetns);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed);
   EXPECT_THAT(out.status().message(), HasSubstr("inherit phase"));
   // TTL limits without the filter are a mistake, not ignored.
-  out = compiler.Compile(
-      Parse(R"(phase { name: "a" network_access: MODEL_ONLY
+  out = compiler.Compile(Parse(R"(phase { name: "a" network_access: MODEL_ONLY
                        model: "http://10.0.0.5"
                        dns { mode: NONE grace_seconds: 5 } })"),
-      RolloutEndpoints{}, kHostNetns);
+                         RolloutEndpoints{}, kHostNetns);
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(out.status().message(),
               HasSubstr("dns.grace_seconds 5 is given, but it applies only "

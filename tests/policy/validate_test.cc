@@ -124,8 +124,13 @@ INSTANTIATE_TEST_SUITE_P(
              {"port_range 90-80 is empty"}},
         Case{"resolver listed without mode LISTED",
              R"(phase { name: "a" network_access: MODEL_ONLY
-                        dns { resolver: "10.0.0.53" } })",
+                        dns { mode: SYSTEM resolver: "10.0.0.53" } })",
              {"dns.resolver \"10.0.0.53\"", "only with mode: LISTED",
+              "mode is SYSTEM"}},
+        Case{"TTL limits on an inherit phase (its DNS is the host's)",
+             R"(phase { name: "a" network_access: INHERIT
+                        dns { grace_seconds: 5 } })",
+             {"dns.grace_seconds 5", "only with mode: FILTERED",
               "mode is SYSTEM"}},
         Case{"mode LISTED without resolvers",
              R"(phase { name: "a" network_access: MODEL_ONLY

@@ -6,7 +6,11 @@
 //   - an allowed name resolves, and a wildcard's answer opens its port;
 //   - the wildcard's apex is blocked;
 //   - TCP queries are filtered the same way;
-//   - the record lists each name with its verdict.
+//   - the record lists each name with its verdict;
+//   - a sandbox with its own network namespace is served there, and cannot
+//     reach the filters' range through its own loopback;
+//   - after the upstream's answer changes, a new query opens the new
+//     address and the old one expires after TTL + grace.
 #include <unistd.h>
 
 #include <fstream>
@@ -26,6 +30,14 @@
 namespace sandfence::testing {
 namespace {
 
+int CountOf(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + what.size())) {
+    ++n;
+  }
+  return n;
+}
 
 class RunDnsTest : public ::testing::Test {
  protected:
@@ -39,11 +51,11 @@ class RunDnsTest : public ::testing::Test {
     model_ = Listen("127.0.0.2");
     tool_ = Listen("127.0.0.5");
     apex_ = Listen("127.0.0.6");
-    absl::StatusOr<std::unique_ptr<TestDnsServer>> dns = TestDnsServer::Start(
-        {{"api.model.test", {"127.0.0.2"}},
-         {"a.b.tool.test", {"127.0.0.5"}},
-         {"tool.test", {"127.0.0.6"}},
-         {"secret.attacker.test", {"127.0.0.7"}}});
+    absl::StatusOr<std::unique_ptr<TestDnsServer>> dns =
+        TestDnsServer::Start({{"api.model.test", {"127.0.0.2"}},
+                              {"a.b.tool.test", {"127.0.0.5"}},
+                              {"tool.test", {"127.0.0.6"}},
+                              {"secret.attacker.test", {"127.0.0.7"}}});
     ASSERT_TRUE(dns.ok()) << dns.status();
     dns_ = *std::move(dns);
     absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
@@ -80,12 +92,12 @@ class RunDnsTest : public ::testing::Test {
   static std::string Query(const std::string& name, bool tcp = false,
                            const std::string& server = "127.0.0.53") {
     return absl::StrCat("/usr/bin/python3 ", SANDFENCE_SOURCE,
-                        "/tests/run/dns_query.py ", tcp ? "--tcp " : "",
-                        server, " 53 ", name);
+                        "/tests/run/dns_query.py ", tcp ? "--tcp " : "", server,
+                        " 53 ", name);
   }
   static std::string Connect(const char* addr, uint16_t port) {
-    return absl::StrCat("timeout 5 bash -c 'exec 3<>/dev/tcp/", addr, "/",
-                        port, "'");
+    return absl::StrCat("timeout 5 bash -c 'exec 3<>/dev/tcp/", addr, "/", port,
+                        "'");
   }
 
   Listener model_, tool_, apex_;
@@ -170,16 +182,16 @@ TEST_F(RunDnsTest, TcpQueriesAreFilteredTheSameWay) {
 TEST_F(RunDnsTest, AQueryToAnyAddressesPort53IsFilteredTheSameWay) {
   // Loopback addresses where nothing listens: only the filter can answer,
   // and a filter that failed open would send nothing off the machine.
-  Result r = Run(absl::StrCat(Query("secret.attacker.test", false,
-                                    "127.0.0.99"),
-                              " && ", Query("a.b.tool.test", false,
-                                            "127.1.2.3")));
+  Result r =
+      Run(absl::StrCat(Query("secret.attacker.test", false, "127.0.0.99"),
+                       " && ", Query("a.b.tool.test", false, "127.1.2.3")));
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "rcode 3")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.5")) << r.out;
 }
 
-TEST_F(RunDnsTest, ALearnedAddressExpiresAfterItsTtlAndGraceAndAQueryReopensIt) {
+TEST_F(RunDnsTest,
+       ALearnedAddressExpiresAfterItsTtlAndGraceAndAQueryReopensIt) {
   // TTL clamped to 1 s, 1 s of grace: the address closes within a few
   // seconds (polled, at most 15 s), and asking again opens it again.
   const std::string policy = WritePolicy(
@@ -208,6 +220,99 @@ TEST_F(RunDnsTest, TheRecordListsEachNameWithItsVerdict) {
   // The allowed query names the wildcard it matched and what it opened.
   EXPECT_TRUE(absl::StrContains(show.out, "*.tool.test")) << show.out;
   EXPECT_TRUE(absl::StrContains(show.out, "127.0.0.5")) << show.out;
+}
+
+TEST_F(RunDnsTest, ASandboxWithItsOwnNetworkNamespaceIsServedThere) {
+  // No loopback endpoint in the policy: the host's loopback is not the
+  // sandbox's. The model is a documentation address (RFC 5737) nothing
+  // connects to; in the sandbox's namespace (only lo) it has no route
+  // anyway. The filter listens in the sandbox's namespace and asks the
+  // upstream (on the host's loopback) from the host's.
+  const std::string policy = dir_->Path("netns.policy");
+  std::ofstream(policy) << absl::StrCat(
+      "name: \"netns\"\n"
+      "phase { name: \"agent\" network_access: MODEL_AND_TOOLS\n"
+      "  model: \"http://192.0.2.1:9/v1\"\n"
+      "  allow { host: \"*.tool.test\" port: ",
+      tool_.port,
+      " }\n"
+      "  dns { mode: FILTERED resolver: \"",
+      dns_->address().ToString(), "\" } }\n");
+  char host_ns[64] = {};
+  ASSERT_GT(readlink("/proc/self/ns/net", host_ns, sizeof(host_ns) - 1), 0);
+  const std::string script = absl::StrCat(
+      "echo ns $(readlink /proc/self/ns/net); ", Query("a.b.tool.test"), "; ",
+      Query("secret.attacker.test"), "; ", Query("a.b.tool.test", true), "; ",
+      // Its own loopback is free, except the filters' range: a listener
+      // of its own there is out of reach, and so is its port 53.
+      "/usr/bin/python3 ", SANDFENCE_SOURCE,
+      "/tests/run/loopback_reach.py 5353 127.0.0.9 127.83.0.77; ",
+      Query("a.b.tool.test", false, "127.83.0.78"), " 2>&1; true");
+  Result r = Sandfence({"run", policy, "--netns", "private", "--resolver",
+                        dns_->address().ToString(), "--record", Record(),
+                        "--guard", "off", "--", "bash", "-c", script});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "ns net:[")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, absl::StrCat("ns ", host_ns)))
+      << "the command ran in the host's network namespace:\n"
+      << r.out;
+  // UDP and TCP: the allowed name answered, twice; the blocked one not.
+  EXPECT_EQ(CountOf(r.out, "addr 127.0.0.5"), 2) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "rcode 3")) << r.out;
+  EXPECT_TRUE(absl::StrContains(dns_->log(), "a.b.tool.test")) << dns_->log();
+  EXPECT_FALSE(absl::StrContains(dns_->log(), "secret.attacker.test"))
+      << "the upstream was asked:\n"
+      << dns_->log();
+  EXPECT_TRUE(absl::StrContains(r.out, "reached 127.0.0.9")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "refused 127.83.0.77 errno 1")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "Operation not permitted")) << r.out;
+}
+
+TEST_F(RunDnsTest, ANewAnswerOpensTheNewAddressAndTheOldOneExpires) {
+  // The upstream restarts with a new address for the name (same port, as a
+  // rotated load balancer would answer): a new query opens the new
+  // address, and the old one closes after its TTL (clamped to 1 s) plus
+  // 1 s of grace. The command and the test meet through files; every wait
+  // is a bounded poll.
+  Listener moved = Listen("127.0.0.8", tool_.port);
+  ASSERT_TRUE(moved.tcp) << "a listener on 127.0.0.8:" << tool_.port;
+  const std::string policy = WritePolicy(
+      "moved.policy", "min_ttl_seconds: 1 max_ttl_seconds: 1 grace_seconds: 1");
+  const std::string asked = dir_->Path("asked");
+  const std::string restarted = dir_->Path("restarted");
+  const std::string old_addr = Connect("127.0.0.5", tool_.port);
+  const std::string new_addr = Connect("127.0.0.8", tool_.port);
+  const std::string script = absl::StrCat(
+      Query("a.b.tool.test"), " && ", old_addr, " && echo old-open; ", "if ",
+      new_addr, " 2>/dev/null; then echo new-early; fi; ", "touch ", asked,
+      "; for i in $(seq 300); do [ -e ", restarted,
+      " ] && break; sleep 0.1; done; ", Query("a.b.tool.test"), " && ",
+      new_addr, " && echo new-open; for i in $(seq 150); do if ! ", old_addr,
+      " 2>/dev/null; then echo old-expired; break; fi; sleep 0.1; done");
+  SandfenceProcess run({"run", policy, "--resolver", dns_->address().ToString(),
+                        "--guard", "off", "--", "bash", "-c", script});
+  // The first answer was used: restart the upstream with the new address.
+  bool seen = false;
+  for (int i = 0; i < 300 && !seen; ++i) {
+    seen = access(asked.c_str(), F_OK) == 0;
+    if (!seen) usleep(100 * 1000);
+  }
+  ASSERT_TRUE(seen) << "the command never asked:\n" << run.Wait().err;
+  const uint16_t port = dns_->address().port;
+  dns_.reset();
+  absl::StatusOr<std::unique_ptr<TestDnsServer>> dns =
+      TestDnsServer::Start({{"a.b.tool.test", {"127.0.0.8"}}}, port);
+  ASSERT_TRUE(dns.ok()) << dns.status();
+  dns_ = *std::move(dns);
+  std::ofstream(restarted) << "\n";
+  Result r = run.Wait();
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.5\nold-open\n"))
+      << r.out << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "new-early")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "addr 127.0.0.8\nnew-open\nold-expired"))
+      << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(dns_->log(), "a.b.tool.test")) << dns_->log();
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 #include "sandbox/dns_filter_host.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "sandbox/netns.h"
 #include "support/test_env.h"
 
 namespace sandfence::testing {
@@ -24,8 +27,18 @@ namespace {
 
 // A query for `name` (A, IN), as a stub resolver sends it.
 std::string Query(uint16_t id, const std::string& name) {
-  std::string q = {static_cast<char>(id >> 8), static_cast<char>(id & 0xff),
-                   1, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  std::string q = {static_cast<char>(id >> 8),
+                   static_cast<char>(id & 0xff),
+                   1,
+                   0,
+                   0,
+                   1,
+                   0,
+                   0,
+                   0,
+                   0,
+                   0,
+                   0};
   size_t start = 0;
   while (start < name.size()) {
     size_t dot = name.find('.', start);
@@ -107,17 +120,59 @@ TEST_F(DnsFilterHostTest, EachSandboxGetsItsOwnTargetAndIsKnownByIt) {
   // (bounded), never sleep a fixed time.
   {
     absl::MutexLock lock(&mu);
-    mu.AwaitWithTimeout(absl::Condition(
-                            +[](std::vector<uint64_t>* v) {
-                              return v->size() >= 2;
-                            },
-                            &outcome_sandboxes),
-                        absl::Seconds(5));
+    mu.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::vector<uint64_t>* v) { return v->size() >= 2; },
+            &outcome_sandboxes),
+        absl::Seconds(5));
     EXPECT_EQ(outcome_sandboxes, (std::vector<uint64_t>{1001, 1002}));
   }
   host.RemoveSandbox(1001);
   EXPECT_EQ(Ask(*a, "secret.attacker.test"), -1) << "its target is closed";
   EXPECT_EQ(host.sandboxes(), 1u);
+}
+
+TEST_F(DnsFilterHostTest, ATargetInASandboxsOwnNamespaceIsServedThereOnly) {
+  // A namespace of the test's own, its loopback left down: Add brings it
+  // up (127.83.x.y cannot be bound otherwise).
+  UniqueFd netns;
+  std::thread([&] {
+    if (unshare(CLONE_NEWNET) == 0) {
+      netns.reset(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    }
+  }).join();
+  ASSERT_TRUE(netns) << "a network namespace for the test: "
+                     << std::strerror(errno);
+  DnsFilterHost host(9, [](uint64_t, uint32_t, std::vector<LearnedEntry>) {
+    return absl::OkStatus();
+  });
+  absl::StatusOr<HostPort> t =
+      host.AddSandbox(2001, upstreams_, nullptr, netns.get());
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(host.SetPhase(2001, FilteredPhase(), 1).ok());
+  int inside = -2;
+  ASSERT_TRUE(InNetns(netns.get(), [&] {
+                inside = Ask(*t, "secret.attacker.test");
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(inside, 3) << "answered in the sandbox's namespace";
+  EXPECT_EQ(Ask(*t, "secret.attacker.test"), -1)
+      << "nothing listens at the target in the host's namespace";
+  host.RemoveSandbox(2001);
+}
+
+TEST_F(DnsFilterHostTest, WithNoUpstreamAllowedNamesGetServfailOthersNxdomain) {
+  // A defaulted FILTERED on a host whose nameservers are unknown: the
+  // filter still blocks, and says it has nowhere to ask for the rest.
+  DnsFilterHost host(10, [](uint64_t, uint32_t, std::vector<LearnedEntry>) {
+    return absl::OkStatus();
+  });
+  absl::StatusOr<HostPort> t = host.AddSandbox(3001, {}, nullptr);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(host.SetPhase(3001, FilteredPhase(), 1).ok());
+  EXPECT_EQ(Ask(*t, "api.model.test"), 2);  // SERVFAIL
+  EXPECT_EQ(Ask(*t, "secret.attacker.test"), 3);
+  host.RemoveSandbox(3001);
 }
 
 TEST_F(DnsFilterHostTest, AddAndRemoveWhileAnotherSandboxFloodsTheFilter) {

@@ -490,7 +490,7 @@ absl::StatusOr<GuardInfo> FakeEnforcement::PrepareGuard(GuardMode mode) {
 
 absl::Status FakeEnforcement::StartDns(
     uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
-    std::function<void(const DnsQueryInfo&)> on_query) {
+    std::function<void(const DnsQueryInfo&)> on_query, int netns_fd) {
   if (absl::Status s = kernel_->Enter(FakeCall::kStartDns, cgroup_id);
       !s.ok()) {
     return s;
@@ -504,7 +504,8 @@ absl::Status FakeEnforcement::StartDns(
     return absl::AlreadyExistsError(
         absl::StrCat("sandbox ", cgroup_id, " has a DNS filter already"));
   }
-  kernel_->dns_[cgroup_id] = FakeDns{upstreams, "", 0, std::move(on_query)};
+  kernel_->dns_[cgroup_id] =
+      FakeDns{upstreams, "", 0, std::move(on_query), netns_fd};
   return absl::OkStatus();
 }
 

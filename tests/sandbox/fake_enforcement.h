@@ -73,6 +73,7 @@ struct FakeDns {
   std::string phase;        // the names of this phase are served ("": none)
   uint32_t generation = 0;  // learned into
   std::function<void(const DnsQueryInfo&)> on_query;
+  int netns_fd = -1;  // where the listeners would be made (-1: the host's)
 };
 
 struct FakeCgroup {
@@ -202,7 +203,8 @@ class FakeEnforcement : public HostEnforcement {
   void ForgetDeadDriver(uint32_t slot) override;
   absl::Status StartDns(
       uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
-      std::function<void(const DnsQueryInfo&)> on_query) override;
+      std::function<void(const DnsQueryInfo&)> on_query,
+      int netns_fd) override;
   absl::Status SetDnsPhase(uint64_t cgroup_id, const CompiledPhase& phase,
                            uint32_t generation) override;
   void StopDns(uint64_t cgroup_id) override;

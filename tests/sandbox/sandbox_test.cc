@@ -14,9 +14,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/status.h"
 #include "records/journal.h"
 #include "sandbox/fake_enforcement.h"
 #include "sandbox/reaper.h"
@@ -913,6 +913,43 @@ TEST_F(SandboxTest, AFilteredPolicyIsServedBeforeAnythingRunsAndFollowsPhases) {
   EXPECT_EQ(rec->dns_query(0).name(), "secret.attacker.test");
   EXPECT_EQ(rec->dns_query(0).verdict(), "blocked");
   EXPECT_EQ(rec->dns_query(0).phase(), "grade");
+}
+
+TEST_F(SandboxTest, AnOwnNetnsSandboxIsServedInItsNamespaceOrRefused) {
+  // Which namespace is not known: its queries would go to its own
+  // loopback, where no filter listens. Refused before anything exists.
+  SandboxSpec unknown = Spec("dns-netns1");
+  unknown.policy = FilteredPolicy();
+  unknown.own_netns = true;
+  absl::StatusOr<std::unique_ptr<Sandbox>> refused =
+      Sandbox::Start(host_.get(), unknown);
+  EXPECT_EQ(RefusalOf(refused.status()), Refusal::kRejected)
+      << refused.status();
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "own network namespace"))
+      << refused.status();
+  EXPECT_FALSE(Called(kernel_->Calls(), "CreateCgroup"));
+
+  // Known: the filter is asked to listen there.
+  SandboxSpec known = Spec("dns-netns2");
+  known.policy = FilteredPolicy();
+  known.own_netns = true;
+  known.netns_fd = 42;  // the fake only passes it on
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), known);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  std::optional<FakeDns> dns = kernel_->Dns((*sb)->cgroup().id);
+  ASSERT_TRUE(dns.has_value());
+  EXPECT_EQ(dns->netns_fd, 42);
+  ASSERT_TRUE((*sb)->End().ok());
+
+  // Without a filtered phase, the namespace is not needed.
+  SandboxSpec unfiltered = Spec("dns-netns3");
+  unfiltered.own_netns = true;
+  absl::StatusOr<std::unique_ptr<Sandbox>> plain =
+      Sandbox::Start(host_.get(), unfiltered);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE((*plain)->End().ok());
 }
 
 TEST_F(SandboxTest, AnUnfilteredPolicyGetsNoDnsFilter) {

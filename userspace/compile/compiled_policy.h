@@ -101,8 +101,13 @@ struct CompiledPhase {
   // addresses the filter learns from allowed answers open the grants of
   // the names they answered. Restricted phases only.
   bool dns_filtered = false;
+  // The DNS mode that applies (EffectiveDnsMode), and whether it is the
+  // default (the phase sets none).
+  v1::Dns::Mode dns_mode = v1::Dns::MODE_UNSPECIFIED;
+  bool dns_mode_default = false;
   // With dns_filtered: the names the filter answers, the upstreams it asks
-  // (empty: the host's nameservers, found when the filter starts), and the
+  // (empty: none is known -- a defaulted FILTERED on a host whose
+  // nameservers are unknown -- and allowed names get SERVFAIL), and the
   // learned addresses' lifetime.
   std::vector<NameRule> name_rules;
   std::vector<HostPort> dns_upstreams;

@@ -180,7 +180,8 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     }
     models.push_back(*std::move(ep));
   }
-  const bool filtered = phase.dns().mode() == v1::Dns::FILTERED;
+  const v1::Dns::Mode dns_mode = EffectiveDnsMode(phase);
+  const bool filtered = dns_mode == v1::Dns::FILTERED;
   // Each tool's endpoint, or (a wildcard host) its name pattern and port.
   std::vector<ToolEndpoint> tools;
   for (const v1::ToolGrant& tool : phase.tool()) {
@@ -389,20 +390,15 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
 
   // DNS: to the resolvers only, over UDP and TCP (large answers).
   const std::vector<L4> kDnsProtocols = {L4::kTcp, L4::kUdp};
-  switch (phase.dns().mode()) {
+  out.dns_mode = dns_mode;
+  out.dns_mode_default = phase.dns().mode() == v1::Dns::MODE_UNSPECIFIED;
+  switch (dns_mode) {
     case v1::Dns::NONE:
       break;
     case v1::Dns::FILTERED: {
-      // The filter listens in the host's network namespace; a sandbox with
-      // its own would send its queries to its own loopback, where nothing
-      // answers. Refused, not degraded.
-      if (context.own_netns) {
-        return Rejected(absl::StrCat(
-            label,
-            ": dns FILTERED cannot be served to a sandbox with its own "
-            "network namespace yet (the filter answers in the host's); use "
-            "the host's namespace, or dns { mode: LISTED } / NONE"));
-      }
+      // A sandbox with its own network namespace is served there: the
+      // lifecycle makes the filter's listeners in that namespace (and
+      // refuses when it does not know which one it is).
       // The sandbox reaches no resolver: the kernel sends its queries to the
       // filter, and the filter (outside the sandbox) asks the upstreams.
       out.dns_filtered = true;
@@ -423,6 +419,12 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
         out.dns_upstreams.push_back(*hp);
       }
       if (out.dns_upstreams.empty()) {
+        if (!system_resolvers_.ok() && out.dns_mode_default) {
+          // Not asked for by name: the phase is not refused for a host
+          // that lists no nameserver. The filter blocks as ever, and
+          // answers allowed names SERVFAIL (check and the record say so).
+          break;
+        }
         if (!system_resolvers_.ok()) {
           return WithContext(
               system_resolvers_.status(),
@@ -451,7 +453,7 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
                  "dns", &rules);
       }
       break;
-    default: {  // SYSTEM, or unset
+    default: {  // SYSTEM
       if (!system_resolvers_.ok()) {
         return WithContext(
             system_resolvers_.status(),

@@ -1,13 +1,13 @@
 #include "compile/format.h"
 
-#include "common/json.h"
-
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "compile/rules.h"
 #include "policy/rollout_endpoints.h"
 
@@ -36,7 +36,15 @@ std::string GrantsText(const NameRule& rule) {
 std::string UpstreamsText(const CompiledPhase& phase) {
   std::vector<std::string> parts;
   for (const HostPort& hp : phase.dns_upstreams) parts.push_back(hp.ToString());
-  return parts.empty() ? "the host's nameservers" : absl::StrJoin(parts, ", ");
+  return parts.empty()
+             ? "none known (the host's nameservers are not known and no "
+               "--resolver is given): allowed names get SERVFAIL"
+             : absl::StrJoin(parts, ", ");
+}
+
+// " (the default)" when the phase sets no dns mode.
+std::string DefaultText(const CompiledPhase& phase) {
+  return phase.dns_mode_default ? " (the default)" : "";
 }
 
 std::string DroppedWhat(const DroppedGrant& d) {
@@ -85,12 +93,23 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
       absl::StrAppend(&out, name, "  drop  ", DroppedWhat(d), ": ", d.reason,
                       "\n");
     }
+    if (!phase.dns_filtered) {
+      // The rules above show what SYSTEM and LISTED open.
+      absl::StrAppend(&out, name, "  dns   ",
+                      absl::AsciiStrToLower(v1::Dns::Mode_Name(phase.dns_mode)),
+                      DefaultText(phase),
+                      phase.dns_mode == v1::Dns::NONE
+                          ? ": no resolver is reachable"
+                          : ": the resolvers allowed above",
+                      "\n");
+    }
     if (phase.dns_filtered) {
-      absl::StrAppend(&out, name, "  dns   filtered: upstream ",
-                      UpstreamsText(phase), "; learned addresses live the TTL "
-                      "clamped to ", phase.dns_ttl.min_seconds, "-",
-                      phase.dns_ttl.max_seconds, " s, + ",
-                      phase.dns_ttl.grace_seconds, " s\n");
+      absl::StrAppend(&out, name, "  dns   filtered", DefaultText(phase),
+                      ": upstream ", UpstreamsText(phase),
+                      "; learned addresses live the TTL "
+                      "clamped to ",
+                      phase.dns_ttl.min_seconds, "-", phase.dns_ttl.max_seconds,
+                      " s, + ", phase.dns_ttl.grace_seconds, " s\n");
       size_t width = 0;
       for (const NameRule& r : phase.name_rules) {
         width = std::max(width, r.pattern.size());
@@ -117,7 +136,6 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
   }
   return out;
 }
-
 
 std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
   std::vector<std::string> phases;
@@ -149,28 +167,30 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
       for (const NameRule& r : phase.name_rules) {
         std::vector<std::string> grants;
         for (const NameGrant& g : r.grants) {
-          grants.push_back(absl::StrCat(
-              "{\"protocol\": ", JsonQuote(L4Name(g.protocol)),
-              ", \"port_first\": ", g.port_first, ", \"port_last\": ",
-              g.port_last, "}"));
+          grants.push_back(
+              absl::StrCat("{\"protocol\": ", JsonQuote(L4Name(g.protocol)),
+                           ", \"port_first\": ", g.port_first,
+                           ", \"port_last\": ", g.port_last, "}"));
         }
-        names.push_back(absl::StrCat(
-            "          {\"pattern\": ", JsonQuote(r.pattern),
-            ", \"origin\": ", JsonQuote(r.origin), ", \"grants\": [",
-            absl::StrJoin(grants, ", "), "]}"));
+        names.push_back(
+            absl::StrCat("          {\"pattern\": ", JsonQuote(r.pattern),
+                         ", \"origin\": ", JsonQuote(r.origin),
+                         ", \"grants\": [", absl::StrJoin(grants, ", "), "]}"));
       }
       for (const HostPort& hp : phase.dns_upstreams) {
         upstreams.push_back(JsonQuote(hp.ToString()));
       }
       dns = absl::StrCat(
-          "      \"dns_filter\": {\n        \"upstreams\": [",
-          absl::StrJoin(upstreams, ", "), "],\n        \"min_ttl_seconds\": ",
-          phase.dns_ttl.min_seconds, ",\n        \"max_ttl_seconds\": ",
-          phase.dns_ttl.max_seconds, ",\n        \"grace_seconds\": ",
-          phase.dns_ttl.grace_seconds, ",\n        \"names\": ",
-          names.empty() ? std::string("[]")
-                        : absl::StrCat("[\n", absl::StrJoin(names, ",\n"),
-                                       "\n        ]"),
+          "      \"dns_filter\": {\n        \"mode_default\": ",
+          phase.dns_mode_default ? "true" : "false",
+          ",\n        \"upstreams\": [", absl::StrJoin(upstreams, ", "),
+          "],\n        \"min_ttl_seconds\": ", phase.dns_ttl.min_seconds,
+          ",\n        \"max_ttl_seconds\": ", phase.dns_ttl.max_seconds,
+          ",\n        \"grace_seconds\": ", phase.dns_ttl.grace_seconds,
+          ",\n        \"names\": ",
+          names.empty()
+              ? std::string("[]")
+              : absl::StrCat("[\n", absl::StrJoin(names, ",\n"), "\n        ]"),
           "\n      },\n");
     }
     std::string unix_sockets;

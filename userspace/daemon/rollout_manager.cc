@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "compile/compiler.h"
 #include "daemon/log.h"
 #include "egress/egress_abi.h"
@@ -28,6 +29,7 @@
 #include "records/merged_record.h"
 #include "resolve/resolver.h"
 #include "sandbox/kernel_enforcement.h"
+#include "sandbox/netns.h"
 #include "sandbox/reaper.h"
 
 #include "daemon/rollout_internal.h"
@@ -363,6 +365,18 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
   }
   spec.policy = *std::move(compiled);
   spec.initial_phase = req.initial_phase();
+  spec.own_netns = req.own_netns();
+  UniqueFd netns;  // open for Start's duration
+  if (!req.netns_path().empty()) {
+    if (!req.own_netns()) {
+      return Malformed(absl::StrCat("netns_path \"", req.netns_path(),
+                                    "\" is given, but own_netns is not set"));
+    }
+    absl::StatusOr<UniqueFd> opened = OpenNetns(req.netns_path());
+    if (!opened.ok()) return opened.status();
+    netns = *std::move(opened);
+    spec.netns_fd = netns.get();
+  }
   spec.record_path = JournalPath(id, 0);
 
   // 4. The sandbox's life starts (refusals of the guard mode come first).

@@ -56,6 +56,9 @@ absl::StatusOr<std::unique_ptr<FilterServer>> FilterServer::Create(
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   server->loop_ = *std::move(loop);
+  // No upstream: allowed names get SERVFAIL (a defaulted FILTERED on a
+  // host whose nameservers are unknown); blocked ones NXDOMAIN as ever.
+  if (server->options_.forwarder.servers.empty()) return server;
   absl::StatusOr<std::unique_ptr<Forwarder>> fwd =
       Forwarder::Create(server->loop_.get(), server->options_.forwarder);
   if (!fwd.ok()) return fwd.status();
@@ -195,6 +198,16 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
     return;
   }
   auto shared_query = std::make_shared<const Message>(*std::move(parsed));
+  if (!forwarder_) {
+    out.verdict = Verdict::kUpstreamFailed;
+    out.detail =
+        "no upstream resolver is known (the host's nameservers are not known "
+        "and no --resolver or dns resolver is given)";
+    Send(*reply, BuildResponse(*shared_query, Rcode::kServFail,
+                               Ede{EdeCode::kNoReachableAuthority,
+                                   absl::StrCat("sandfence: ", out.detail)}));
+    return;
+  }
   absl::Status s = forwarder_->Forward(
       *out.sandbox, *shared_query,
       [this, reply, policy, shared_query, match = std::move(match)](

@@ -117,6 +117,7 @@ struct QueryOutcome {
 };
 
 struct FilterServerOptions {
+  // No servers: allowed names are answered SERVFAIL.
   ForwarderOptions forwarder;
   size_t max_tcp_connections = 512;
   size_t max_tcp_queries_per_connection = 16;  // pipelined, in flight

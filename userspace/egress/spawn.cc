@@ -53,6 +53,7 @@ enum Stage {
   kStageSignals,
   kStageInitFork,
   kStageSession,
+  kStageNetns,
 };
 
 const char* StageName(int stage) {
@@ -85,6 +86,8 @@ const char* StageName(int stage) {
       return "start the command under the sandbox's init";
     case kStageSession:
       return "give the sandbox a session of its own";
+    case kStageNetns:
+      return "join the sandbox's network namespace";
   }
   return "start the command";
 }
@@ -318,6 +321,10 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
     return absl::InvalidArgumentError("SpawnInCgroup needs a cgroup");
   }
   if (options.argv.empty()) return Malformed("no command to run");
+  if (options.new_netns && options.netns_fd >= 0) {
+    return absl::InvalidArgumentError(
+        "SpawnInCgroup: new_netns and netns_fd exclude each other");
+  }
   absl::StatusOr<std::string> exe = FindExecutable(options.argv[0]);
   if (!exe.ok()) return exe.status();
 
@@ -366,6 +373,11 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
   if (pid == 0) {
     ChildPlan plan{&options, exe->c_str(), argv.data(), gid,
                    write_end.get(),  parent,         parent_pidfd.get()};
+    // Before anything of the command's: it never runs in the host's.
+    if (options.netns_fd >= 0 &&
+        ::syscall(SYS_setns, options.netns_fd, CLONE_NEWNET) != 0) {
+      Fail(write_end.get(), kStageNetns);
+    }
     if (options.pid_namespace) RunInit(plan);
     ExecCommand(plan, /*under_init=*/false);
   }

@@ -20,6 +20,10 @@ struct SpawnOptions {
   std::optional<uid_t> uid;            // drop to this user before exec
   std::optional<gid_t> gid;            // and group (default: uid's group)
   bool new_netns = false;              // a private netns with only lo, up
+  // Joins this network namespace instead (made beforehand, so that
+  // whatever must exist there before the command runs -- its DNS filter's
+  // listeners -- does). Not with new_netns.
+  int netns_fd = -1;
   // Drops the capabilities that could take enforcement apart or go around
   // it (kDroppedCapabilities: CAP_BPF, CAP_SYS_ADMIN, CAP_NET_ADMIN,
   // CAP_NET_RAW -- no packet sockets --, ...) from every set, bounding set

@@ -91,15 +91,26 @@ absl::Status ValidateAllow(const std::string& phase_label, int index,
   return CheckPort(where, "port", rule.port());
 }
 
-absl::Status ValidateDns(const std::string& phase_label, const v1::Phase& phase) {
+}  // namespace
+
+v1::Dns::Mode EffectiveDnsMode(const v1::Phase& phase) {
+  if (phase.dns().mode() != v1::Dns::MODE_UNSPECIFIED) {
+    return phase.dns().mode();
+  }
+  return phase.network_access() == v1::INHERIT ? v1::Dns::SYSTEM
+                                               : v1::Dns::FILTERED;
+}
+
+namespace {
+
+absl::Status ValidateDns(const std::string& phase_label,
+                         const v1::Phase& phase) {
   const v1::Dns& dns = phase.dns();
   if (!v1::Dns::Mode_IsValid(dns.mode())) {
     return Malformed(absl::StrCat(phase_label, ": dns.mode ", dns.mode(),
                                   " is not SYSTEM, NONE, LISTED or FILTERED"));
   }
-  const v1::Dns::Mode mode = dns.mode() == v1::Dns::MODE_UNSPECIFIED
-                                 ? v1::Dns::SYSTEM
-                                 : dns.mode();
+  const v1::Dns::Mode mode = EffectiveDnsMode(phase);
   const bool filtered = mode == v1::Dns::FILTERED;
   if (filtered && phase.network_access() == v1::INHERIT) {
     return Malformed(absl::StrCat(
@@ -132,10 +143,9 @@ absl::Status ValidateDns(const std::string& phase_label, const v1::Phase& phase)
     }
     if (dns.min_ttl_seconds() != 0 && dns.max_ttl_seconds() != 0 &&
         dns.min_ttl_seconds() > dns.max_ttl_seconds()) {
-      return Malformed(absl::StrCat(phase_label, ": dns.min_ttl_seconds ",
-                                    dns.min_ttl_seconds(),
-                                    " is above dns.max_ttl_seconds ",
-                                    dns.max_ttl_seconds()));
+      return Malformed(absl::StrCat(
+          phase_label, ": dns.min_ttl_seconds ", dns.min_ttl_seconds(),
+          " is above dns.max_ttl_seconds ", dns.max_ttl_seconds()));
     }
   }
   if (mode != v1::Dns::LISTED && !filtered) {

@@ -28,6 +28,11 @@ absl::Status ValidatePolicySet(const v1::PolicySet& policy);
 // `phase "agent"`, the prefix of every message about a phase.
 std::string PhaseLabel(absl::string_view phase_name);
 
+// The DNS mode that applies to a phase: its own, or when it sets none,
+// FILTERED for a restricted phase (issue 14: names the phase does not
+// grant never leave the host) and SYSTEM for an inherit phase.
+v1::Dns::Mode EffectiveDnsMode(const v1::Phase& phase);
+
 }  // namespace sandfence
 
 #endif  // SANDFENCE_POLICY_VALIDATE_H_

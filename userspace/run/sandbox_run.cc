@@ -25,6 +25,7 @@
 #include "egress/spawn.h"
 #include "guard/guard_record.h"
 #include "sandbox/kernel_enforcement.h"
+#include "sandbox/netns.h"
 #include "sandbox/reaper.h"
 #include "sandbox/sandbox.h"
 
@@ -135,8 +136,24 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   summary.reaped = reaped.reaped;
   summary.reap_errors = reaped.errors;
 
+  // A private network namespace is made before the sandbox starts: its DNS
+  // filter's listeners go there, and the command then joins it.
+  UniqueFd netns;
+  if (request.private_netns) {
+    absl::StatusOr<UniqueFd> made = CreateNetns();
+    if (!made.ok()) {
+      return absl::Status(
+          made.status().code(),
+          absl::StrCat("the sandbox's private network namespace: ",
+                       made.status().message()));
+    }
+    netns = *std::move(made);
+  }
+
   auto make_spec = [&] {
     SandboxSpec spec;
+    spec.own_netns = request.private_netns;
+    spec.netns_fd = netns.get();
     spec.rollout_id = request.rollout_id.empty()
                           ? absl::StrCat("run-", ::getpid())
                           : request.rollout_id;
@@ -211,7 +228,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   spawn.argv = request.argv;
   spawn.uid = request.uid;
   spawn.gid = request.gid;
-  spawn.new_netns = request.private_netns;
+  spawn.netns_fd = netns.get();
   // Out of the command's reach: it cannot see, so cannot signal, this
   // process (whatever the guard does), and dies with it.
   spawn.pid_namespace = true;

@@ -17,6 +17,7 @@
 #include "dns/answer.h"
 #include "dns/name_rules.h"
 #include "egress/egress_abi.h"
+#include "sandbox/netns.h"
 
 namespace sandfence {
 namespace {
@@ -45,8 +46,8 @@ absl::StatusOr<UniqueFd> Bind(const IpAddress& addr, int type) {
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
     const int err = errno;
     if (err == EADDRINUSE) return absl::AlreadyExistsError("in use");
-    return ErrnoError(err, absl::StrCat("bind the DNS filter to ",
-                                        addr.ToString(), ":53"));
+    return ErrnoError(
+        err, absl::StrCat("bind the DNS filter to ", addr.ToString(), ":53"));
   }
   if (type == SOCK_STREAM && ::listen(fd.get(), 256) != 0) {
     return ErrnoError(errno, "listen (DNS filter)");
@@ -91,11 +92,6 @@ absl::StatusOr<DnsFilterHost::Server*> DnsFilterHost::ServerFor(
   for (auto& s : servers_) {
     if (s->upstreams == upstreams) return s.get();
   }
-  if (upstreams.empty()) {
-    return Rejected(
-        "the DNS filter has no upstream resolver to ask (the policy lists "
-        "none and the host's are not known)");
-  }
   auto server = std::make_unique<Server>();
   server->upstreams = upstreams;
   dns::FilterServerOptions options = options_;
@@ -103,8 +99,9 @@ absl::StatusOr<DnsFilterHost::Server*> DnsFilterHost::ServerFor(
   Server* raw = server.get();
   dns::FilterHooks hooks;
   // The filter's thread asks; the listener it names is the only identity.
-  hooks.identify = [this, raw](const dns::QueryOrigin& origin)
-      -> std::optional<dns::SandboxId> {
+  hooks.identify =
+      [this,
+       raw](const dns::QueryOrigin& origin) -> std::optional<dns::SandboxId> {
     absl::MutexLock lock(&mu_);
     auto it = raw->owner.find(origin.listener);
     if (it == raw->owner.end()) return std::nullopt;
@@ -123,7 +120,7 @@ absl::StatusOr<DnsFilterHost::Server*> DnsFilterHost::ServerFor(
 
 absl::StatusOr<HostPort> DnsFilterHost::AddSandbox(
     uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
-    OutcomeFn outcome) {
+    OutcomeFn outcome, int netns_fd) {
   Server* server = nullptr;
   UniqueFd udp, tcp;
   IpAddress addr;
@@ -136,20 +133,36 @@ absl::StatusOr<HostPort> DnsFilterHost::AddSandbox(
     absl::StatusOr<Server*> s = ServerFor(upstreams);
     if (!s.ok()) return s.status();
     server = *s;
-    for (uint32_t tries = 1; tries < kTargetsPerSlot; ++tries) {
-      const uint32_t k = next_k_;
-      next_k_ = next_k_ % (kTargetsPerSlot - 1) + 1;
-      addr = TargetAddress(slot_, k);
-      absl::StatusOr<UniqueFd> u = Bind(addr, SOCK_DGRAM);
-      if (absl::IsAlreadyExists(u.status())) continue;
-      if (!u.ok()) return u.status();
-      absl::StatusOr<UniqueFd> t = Bind(addr, SOCK_STREAM);
-      if (absl::IsAlreadyExists(t.status())) continue;
-      if (!t.ok()) return t.status();
-      udp = *std::move(u);
-      tcp = *std::move(t);
-      break;
-    }
+    // In the sandbox's own namespace, the listeners are made there (its
+    // loopback, where its redirected queries arrive); the filter serves
+    // them from here, and asks the upstreams from the host's namespace.
+    auto bind_target = [&]() -> absl::Status {
+      if (netns_fd >= 0) {
+        if (absl::Status up = EnsureLoopbackUp(); !up.ok()) {
+          return absl::Status(
+              up.code(), absl::StrCat("the sandbox's own network namespace: ",
+                                      up.message()));
+        }
+      }
+      for (uint32_t tries = 1; tries < kTargetsPerSlot; ++tries) {
+        const uint32_t k = next_k_;
+        next_k_ = next_k_ % (kTargetsPerSlot - 1) + 1;
+        addr = TargetAddress(slot_, k);
+        absl::StatusOr<UniqueFd> u = Bind(addr, SOCK_DGRAM);
+        if (absl::IsAlreadyExists(u.status())) continue;
+        if (!u.ok()) return u.status();
+        absl::StatusOr<UniqueFd> t = Bind(addr, SOCK_STREAM);
+        if (absl::IsAlreadyExists(t.status())) continue;
+        if (!t.ok()) return t.status();
+        udp = *std::move(u);
+        tcp = *std::move(t);
+        return absl::OkStatus();
+      }
+      return absl::OkStatus();
+    };
+    absl::Status bound =
+        netns_fd >= 0 ? InNetns(netns_fd, bind_target) : bind_target();
+    if (!bound.ok()) return bound;
     if (!udp) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "every DNS filter target of this process (", kTargetsPerSlot - 1,
@@ -261,7 +274,8 @@ absl::Status DnsFilterHost::Learn(const dns::LearnRequest& req) {
       e.protocol = protocol;
       e.expires_boot_ns = expires;
       for (const NameGrant& g : req.grants) {
-        if (g.protocol == protocol) e.ranges.push_back({g.port_first, g.port_last});
+        if (g.protocol == protocol)
+          e.ranges.push_back({g.port_first, g.port_last});
       }
       if (!e.ranges.empty()) entries.push_back(std::move(e));
     }

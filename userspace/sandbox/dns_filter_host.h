@@ -57,9 +57,12 @@ class DnsFilterHost {
   // `upstreams` (started if none does) and returns it. Until SetPhase, its
   // queries are refused. AlreadyExists for a sandbox already added;
   // ResourceExhausted when this process's 1023 targets are taken.
+  // netns_fd: the sandbox's own network namespace, where the target's
+  // sockets are made (its loopback brought up if down); -1: this
+  // process's.
   absl::StatusOr<HostPort> AddSandbox(uint64_t cgroup_id,
                                       const std::vector<HostPort>& upstreams,
-                                      OutcomeFn outcome);
+                                      OutcomeFn outcome, int netns_fd = -1);
   // The names `phase` allows from now on, learning into `generation`. A
   // phase that does not filter DNS refuses every query (its queries do not
   // come here: the kernel redirects only filtered phases').

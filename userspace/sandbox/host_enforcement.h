@@ -94,9 +94,12 @@ class HostEnforcement {
   // port-53 queries go there and nowhere else), answered from
   // `upstreams`; each query's outcome goes to `on_query`, on another
   // thread. After AttachEgress, before anything runs in the sandbox.
+  // netns_fd: the sandbox's own network namespace, where the target's
+  // sockets are made (the filter still asks the upstreams from the
+  // host's); -1: the host's.
   virtual absl::Status StartDns(
       uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
-      std::function<void(const DnsQueryInfo&)> on_query) = 0;
+      std::function<void(const DnsQueryInfo&)> on_query, int netns_fd) = 0;
   // The names `phase` allows from now on; addresses its answers carry are
   // opened in `generation`.
   virtual absl::Status SetDnsPhase(uint64_t cgroup_id,

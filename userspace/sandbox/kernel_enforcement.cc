@@ -431,7 +431,7 @@ void KernelEnforcement::CollectExpiredDns() {
 
 absl::Status KernelEnforcement::StartDns(
     uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
-    std::function<void(const DnsQueryInfo&)> on_query) {
+    std::function<void(const DnsQueryInfo&)> on_query, int netns_fd) {
   DnsFilterHost* dns;
   {
     absl::MutexLock lock(&dns_mu_);
@@ -465,7 +465,8 @@ absl::Status KernelEnforcement::StartDns(
         q.latency_ns = static_cast<uint64_t>(
             std::max<int64_t>(0, absl::ToInt64Nanoseconds(o.latency)));
         on_query(q);
-      });
+      },
+      netns_fd);
   if (!target.ok()) return target.status();
   if (absl::Status s = egress_->SetDnsTarget(cgroup_id, *target); !s.ok()) {
     dns->RemoveSandbox(cgroup_id);

@@ -58,7 +58,8 @@ class KernelEnforcement : public HostEnforcement {
 
   absl::Status StartDns(
       uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
-      std::function<void(const DnsQueryInfo&)> on_query) override;
+      std::function<void(const DnsQueryInfo&)> on_query,
+      int netns_fd) override;
   absl::Status SetDnsPhase(uint64_t cgroup_id, const CompiledPhase& phase,
                            uint32_t generation) override;
   void StopDns(uint64_t cgroup_id) override;

@@ -81,12 +81,14 @@ absl::StatusOr<std::optional<std::vector<HostPort>>> DnsUpstreams(
   return out;
 }
 
-absl::Status Sandbox::ServeDns() {
+absl::Status Sandbox::ServeDns(int netns_fd) {
   std::shared_ptr<RolloutRecorder> recorder = recorder_;
   absl::Status s = host_->StartDns(
-      cgroup_.id, *dns_upstreams_, [recorder](const DnsQueryInfo& q) {
+      cgroup_.id, *dns_upstreams_,
+      [recorder](const DnsQueryInfo& q) {
         if (recorder) recorder->AddDnsQuery(q);
-      });
+      },
+      netns_fd);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("DNS filter: ", s.message()));
   }
@@ -167,6 +169,14 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
       DnsUpstreams(sb->policy_);
   if (!upstreams.ok()) return upstreams.status();
   if (!sb->borrowed_) sb->dns_upstreams_ = *std::move(upstreams);
+  if (sb->dns_upstreams_ && spec.own_netns && spec.netns_fd < 0) {
+    // Its queries go to its own loopback: a filter in the host's
+    // namespace would never see them.
+    return Rejected(
+        "a DNS-filtered phase cannot be served to this sandbox: it has its "
+        "own network namespace, and which one is not known (give it, e.g. "
+        "netns_path, or use dns { mode: SYSTEM }, LISTED or NONE)");
+  }
 
   // The guard first: a mode the host cannot have is a refusal before
   // anything exists.
@@ -252,7 +262,7 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
     // Its filter target, before anything runs in it: a filtered phase's
     // queries go nowhere else.
     if (sb->dns_upstreams_) {
-      if (absl::Status s = sb->ServeDns(); !s.ok()) return s;
+      if (absl::Status s = sb->ServeDns(spec.netns_fd); !s.ok()) return s;
     }
     if (sb->guard_mode_ != GuardMode::kOff) {
       if (absl::Status s = host->AddGuard(sb->cgroup_, sb->guard_mode_);
@@ -403,7 +413,10 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Adopt(HostEnforcement* host,
       DnsUpstreams(sb->policy_);
   if (attached && upstreams.ok() && *upstreams) {
     sb->dns_upstreams_ = *std::move(upstreams);
-    if (absl::Status s = sb->ServeDns(); !s.ok()) {
+    // A sandbox with its own network namespace is served in the host's
+    // here (its successor does not know the namespace): its queries then
+    // find no filter and fail, closed.
+    if (absl::Status s = sb->ServeDns(/*netns_fd=*/-1); !s.ok()) {
       sb->adoption_warnings_.push_back(absl::StrCat(
           "the sandbox's DNS filter could not be served again after "
           "adoption (", s.message(), "): its queries fail"));

@@ -52,6 +52,12 @@ struct SandboxSpec {
   bool borrowed = false;
   std::string borrowed_guard_text;  // what the record says of the guard
   CompiledPolicy policy;
+  // The sandbox has a network namespace of its own (the policy was
+  // compiled for one). A DNS-filtered phase's filter then listens there:
+  // netns_fd names it (kept open by the caller during Start). Without it,
+  // such a sandbox cannot be served and Start refuses.
+  bool own_netns = false;
+  int netns_fd = -1;
   std::string initial_phase;  // "" = the policy's first
   // The process guard; unset: the initial phase's guard block.
   std::optional<GuardMode> guard_mode;
@@ -145,7 +151,8 @@ class Sandbox : private EventRoute {
   void OnGuardEvent(const sf_guard_event& event) override;
   // The DNS filter (issue 14): a target of its own, then the current
   // phase's names.
-  absl::Status ServeDns() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // netns_fd: the sandbox's own network namespace, or -1.
+  absl::Status ServeDns(int netns_fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SetDnsPhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenRecord(const std::string& path,
                           const RecorderOptions& options, bool overwrite);
