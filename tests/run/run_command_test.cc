@@ -69,8 +69,10 @@ TEST_F(RunCommandTest, AllowsTheModelAndDeniesTheRestWithASummary) {
   EXPECT_EQ(denied.status, 1) << denied.err;
   EXPECT_NE(denied.err.find("Operation not permitted"), std::string::npos)
       << denied.err;
-  EXPECT_NE(denied.err.find(absl::StrCat("1 denied")), std::string::npos)
-      << denied.err;
+  // The count may include glibc's try at nscd's Unix socket (a host
+  // service, refused in a restricted phase) where the host has the path.
+  EXPECT_NE(denied.err.find(" denied"), std::string::npos) << denied.err;
+  EXPECT_EQ(denied.err.find("0 denied"), std::string::npos) << denied.err;
   EXPECT_NE(denied.err.find(absl::StrCat("127.0.0.4:", forbidden_.port)),
             std::string::npos)
       << denied.err;
