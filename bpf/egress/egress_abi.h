@@ -273,6 +273,21 @@ struct sf_unix_key {
 };
 SF_STATIC_ASSERT(sizeof(struct sf_unix_key) == 128, "sf_unix_key layout");
 
+/*
+ * sf_unix_verify, keyed by the client socket's cookie: a connect that the
+ * hook allowed only because the sandbox bound the path, to be checked at
+ * the system call's exit against the socket it reached.
+ */
+struct sf_unix_pending {
+	__u64 sandbox;	  /* the deepest sandbox that allowed it as its own */
+	__u32 level;	  /* that sandbox's cgroup level */
+	__u32 generation; /* its generation then */
+	__u8 ring;
+	__u8 pad[7];
+};
+SF_STATIC_ASSERT(sizeof(struct sf_unix_pending) == 24,
+		 "sf_unix_pending layout");
+
 /* The binder's cgroup ancestry (ids[0] at level 1), as sf_walk.ids. */
 struct sf_unix_binder {
 	__u64 ids[SF_MAX_CGROUP_DEPTH];
@@ -342,6 +357,10 @@ enum sf_reason {
 	SF_REASON_UNIX_PROTECTED = 16,
 	/* allowed: the phase does not judge Unix sockets (unix UNCHECKED) */
 	SF_REASON_UNIX_UNCHECKED = 17,
+	/* denied after the fact: a connect allowed to a path the sandbox bound
+	 * reached a socket outside it (the name was swapped, e.g. for a
+	 * symbolic link); the process is killed before it returns */
+	SF_REASON_UNIX_PEER_OUTSIDE = 18,
 };
 
 struct sf_net_event {

@@ -32,6 +32,9 @@
 /* x86_64's bind(2); 32-bit binds are not tracked: their names count as
  * bound outside (denied), never as the sandbox's own. */
 #define SF_NR_BIND 49
+#define SF_NR_CONNECT 42
+#define SF_SIGKILL 9
+#define SF_SOCK_DGRAM 2
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
@@ -88,6 +91,15 @@ struct {
 	__type(value, __u8);
 } sf_unix_seen SEC(".maps");
 
+/* Connects to the sandbox's own paths, checked at the call's exit. LRU: a
+ * connect that never reaches its exit leaves nothing behind for long. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct sf_unix_pending);
+} sf_unix_verify SEC(".maps");
+
 /* LRU: binds outside sandboxes never get in, and an evicted sandbox name
  * is denied (fail closed), never opened. */
 struct {
@@ -135,6 +147,12 @@ struct sf_unix_walk {
 	/* Bit L: the name's last binder shares the task's ancestor at level
 	 * L + 1 (so was inside a sandbox there). */
 	__u16 own_levels;
+	/* The deepest sandbox that allowed the name as its own (own_id 0:
+	 * none), for the check at the connect's exit. */
+	__u8 own_level;
+	__u8 own_ring;
+	__u64 own_id;
+	__u32 own_generation;
 	__u8 protected;
 	__u8 found;
 	__u8 too_deep;
@@ -203,6 +221,10 @@ static long sf_unix_level(__u32 level, void *ctx)
 	if (w->own_levels & (1u << level)) {
 		sf_unix_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_UNIX_OWN,
 			    SF_NO_RULE);
+		w->own_id = id;
+		w->own_level = level + 1;
+		w->own_ring = s.ring;
+		w->own_generation = s.generation;
 		return 0;
 	}
 	sf_unix_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_RULE, SF_NO_RULE);
@@ -344,6 +366,22 @@ static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 	if (w.too_deep)
 		sf_unix_set(&w.dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
 			    SF_NO_RULE);
+	/* A path is a name, not a socket: the sandbox may have swapped the
+	 * one it bound for a link to an outside socket. A connect gets
+	 * checked against what it reached (sf_unix_bind_exit); an abstract
+	 * name cannot be swapped while the tracker sees every bind. */
+	if (w.dec.verdict == SF_VERDICT_ALLOW && w.own_id && !w.key.abstract &&
+	    hook == SF_HOOK_CONNECT_UNIX) {
+		struct sf_unix_pending p = {
+			.sandbox = w.own_id,
+			.level = w.own_level,
+			.generation = w.own_generation,
+			.ring = w.own_ring,
+		};
+		__u64 cookie = bpf_get_socket_cookie(ctx);
+
+		bpf_map_update_elem(&sf_unix_verify, &cookie, &p, BPF_ANY);
+	}
 	sf_unix_record(&w, ctx, hook);
 	return w.dec.verdict == SF_VERDICT_ALLOW;
 }
@@ -362,6 +400,8 @@ int sf_sendmsg_unix(struct bpf_sock_addr *ctx)
 	return sf_unix_hook(ctx, SF_HOOK_SENDMSG_UNIX);
 }
 
+static __noinline int sf_unix_verify_connect(int fd);
+
 /* The file behind fd in the current task's table (NULL: none). */
 static __always_inline struct file *sf_fd_file(struct task_struct *t, int fd)
 {
@@ -374,6 +414,145 @@ static __always_inline struct file *sf_fd_file(struct task_struct *t, int fd)
 	arr = BPF_CORE_READ(fdt, fd);
 	bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]);
 	return f;
+}
+
+/* The AF_UNIX sock behind fd (NULL: none). */
+static __always_inline struct sock *sf_fd_unix_sock(int fd)
+{
+	struct file *f = sf_fd_file(bpf_get_current_task_btf(), fd);
+	struct socket *sock;
+	struct sock *sk;
+
+	if (!f || (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return NULL;
+	sock = BPF_CORE_READ(f, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
+		return NULL;
+	return sk;
+}
+
+/* Whether cg is the cgroup at `level` whose id is `id`, or below it. */
+static __always_inline bool sf_cgroup_below(struct cgroup *cg, __u32 level,
+					    __u64 id)
+{
+	struct cgroup *anc = NULL;
+
+	if (!cg || BPF_CORE_READ(cg, level) < (int)level)
+		return false;
+	/* Masked for the verifier; the level check keeps it in the array. */
+	bpf_core_read(&anc, sizeof(anc), &cg->ancestors[level & 31]);
+	return anc && BPF_CORE_READ(anc, kn, id) == id;
+}
+
+/*
+ * The cgroup of the server a connected AF_UNIX socket reached. A datagram
+ * socket's peer is the server's socket itself. A stream (or seqpacket)
+ * socket's peer is the embryo the connect made on the client's side, so
+ * its cgroup says nothing: the server is the process that called listen(),
+ * whose pid the connect copied into the client (SO_PEERCRED). NULL when
+ * that process is gone: judged as outside.
+ */
+static __always_inline struct cgroup *sf_unix_server_cgroup(struct sock *sk,
+							    struct sock *peer)
+{
+	struct hlist_node *first;
+	struct task_struct *t;
+	struct pid *pid;
+
+	if (BPF_CORE_READ(sk, sk_type) == SF_SOCK_DGRAM)
+		return BPF_CORE_READ(peer, sk_cgrp_data.cgroup);
+	pid = BPF_CORE_READ(sk, sk_peer_pid);
+	if (!pid)
+		return NULL;
+	first = BPF_CORE_READ(pid, tasks[0].first); /* PIDTYPE_PID */
+	if (!first)
+		return NULL;
+	t = (void *)first - bpf_core_field_offset(struct task_struct, pid_links);
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp);
+}
+
+/*
+ * The exit of a connect the hook allowed as the sandbox's own path: the
+ * socket it reached must be one a process of the sandbox created. If not,
+ * the name was swapped (a symbolic link to an outside socket, say): the
+ * process is killed before the call returns, and the attempt recorded
+ * with the name the outside socket was bound to.
+ */
+static __noinline int sf_unix_verify_connect(int fd)
+{
+	struct sf_unix_pending *p;
+	struct sf_unix_pending pending;
+	struct sf_unix_event *e;
+	struct sf_counters *c;
+	struct unix_address *a;
+	struct sock *sk, *peer;
+	__u64 cookie, pid_tgid, uid_gid;
+	__u32 slot;
+	void *ring;
+
+	sk = sf_fd_unix_sock(fd);
+	if (!sk)
+		return 0;
+	cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+	p = bpf_map_lookup_elem(&sf_unix_verify, &cookie);
+	if (!p)
+		return 0;
+	pending = *p;
+	bpf_map_delete_elem(&sf_unix_verify, &cookie);
+	peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
+	if (!peer)
+		return 0;
+	if (sf_cgroup_below(sf_unix_server_cgroup(sk, peer), pending.level,
+			    pending.sandbox))
+		return 0;
+
+	/* Decide (the kill), count, then try to record. */
+	bpf_send_signal(SF_SIGKILL);
+	c = bpf_map_lookup_elem(&sf_counters, &pending.sandbox);
+	if (c)
+		__sync_fetch_and_add(&c->denied, 1);
+	slot = pending.ring;
+	ring = bpf_map_lookup_elem(&sf_rings, &slot);
+	e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : NULL;
+	if (!e) {
+		if (c)
+			__sync_fetch_and_add(&c->events_lost, 1);
+		return 0;
+	}
+	pid_tgid = bpf_get_current_pid_tgid();
+	uid_gid = bpf_get_current_uid_gid();
+	__builtin_memset(e, 0, sizeof(*e));
+	e->net.type = SF_EVENT_UNIX;
+	e->net.hook = SF_HOOK_CONNECT_UNIX;
+	e->net.verdict = SF_VERDICT_DENY;
+	e->net.reason = SF_REASON_UNIX_PEER_OUTSIDE;
+	e->net.family = AF_UNIX;
+	e->net.sock_type = BPF_CORE_READ(sk, sk_type);
+	e->net.rule_id = SF_NO_RULE;
+	e->net.generation = pending.generation;
+	e->net.pid = (__u32)pid_tgid;
+	e->net.tgid = pid_tgid >> 32;
+	e->net.uid = (__u32)uid_gid;
+	e->net.gid = uid_gid >> 32;
+	e->net.boot_ns = bpf_ktime_get_boot_ns();
+	e->net.sandbox = pending.sandbox;
+	e->net.cgroup = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(e->net.comm, sizeof(e->net.comm));
+	a = BPF_CORE_READ((struct unix_sock *)peer, addr);
+	if (a) {
+		struct sf_unix_key k = {};
+
+		sf_unix_name((const void *)a +
+				     bpf_core_field_offset(struct unix_address,
+							   name),
+			     BPF_CORE_READ(a, len), &k);
+		e->len = k.len;
+		e->abstract = k.abstract;
+		__builtin_memcpy(e->name, k.name, SF_UNIX_NAME_MAX);
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 0;
 }
 
 /*
@@ -393,7 +572,11 @@ int BPF_PROG(sf_unix_bind_exit, struct pt_regs *regs, long ret)
 	bool sandboxed = false;
 	int level;
 
-	if (ret != 0 || regs->orig_ax != SF_NR_BIND)
+	if (ret != 0)
+		return 0;
+	if (regs->orig_ax == SF_NR_CONNECT)
+		return sf_unix_verify_connect((int)regs->di);
+	if (regs->orig_ax != SF_NR_BIND)
 		return 0;
 	f = sf_fd_file(bpf_get_current_task_btf(), (int)regs->di);
 	if (!f)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -236,6 +237,51 @@ TEST_F(UnixHooksTest, ANameTheHostBindsAfterTheSandboxIsNoLongerTheSandboxes) {
   // ...then a host service binds the same name: it is the host's now.
   UnixService host(Abstract("reused"), SOCK_STREAM);
   EXPECT_EQ(Probe(sb, "stream-connect", Abstract("reused")), EPERM);
+}
+
+// The agent's way around a name check: bind a path (the sandbox's own),
+// swap the socket file for a link to an outside socket, connect. The hook
+// allows the name; the check at the connect's exit sees an outside socket
+// and kills the process before the call returns, recorded with the name
+// the outside socket was bound to.
+TEST_F(UnixHooksTest, AnOwnPathSwappedForALinkOutsideIsCaughtAtTheConnect) {
+  auto own = EgressController::Create(PrivateHost());
+  ASSERT_TRUE(own.ok()) << own.status();
+  std::vector<NetEvent> events;
+  auto reader = NetEventReader::Create(
+      (*own)->events_fd(), [&](const NetEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(reader.ok());
+  UnixService docker(Path("docker.sock"), SOCK_STREAM);
+  auto cg = Cgroup::Create(
+      absl::StrCat(TestCgroupRoot(), "/unix-swap-", getpid()));
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  ASSERT_TRUE((*own)->AddSandbox(cg->fd(), cg->ref(), ModelOnly()).ok());
+  SpawnOptions o;
+  o.cgroup_fd = cg->fd();
+  o.argv = {SANDFENCE_UNIX_PROBE_PATH, "own-then-symlink", Path("own.sock"),
+            Path("docker.sock")};
+  auto pid = SpawnInCgroup(o);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(*WaitForExit(*pid), 128 + SIGKILL);
+  ASSERT_TRUE((*reader)->Drain().ok());
+  bool caught = false;
+  for (const NetEvent& e : events) {
+    if (e.reason == SF_REASON_UNIX_PEER_OUTSIDE) {
+      caught = true;
+      EXPECT_EQ(e.verdict, SF_VERDICT_DENY);
+      EXPECT_EQ(e.unix_name->ToString(), Path("docker.sock"));
+      EXPECT_EQ(e.tgid, static_cast<uint32_t>(*pid));
+    }
+  }
+  EXPECT_TRUE(caught) << "no event for the swapped connect";
+  // Without the swap, the same steps on the sandbox's own socket pass.
+  o.argv = {SANDFENCE_UNIX_PROBE_PATH, "own-stream", Path("own2.sock")};
+  auto pid2 = SpawnInCgroup(o);
+  ASSERT_TRUE(pid2.ok());
+  EXPECT_EQ(*WaitForExit(*pid2), 0);
+  ASSERT_TRUE((*own)->RemoveSandbox(cg->id()).ok());
+  unlink(Path("own.sock").c_str());
+  rmdir(cg->path().c_str());
 }
 
 TEST_F(UnixHooksTest, AnotherSandboxesSocketIsRefused) {

@@ -9,7 +9,9 @@
 //         for the listener's reply, so "reached" means a service answered;
 //         stream-connect-only does not, for a listener that never accepts);
 //       own-stream, own-dgram: bind NAME first (a socket of this process,
-//         so of the sandbox), then connect / send to it from another socket.
+//         so of the sandbox), then connect / send to it from another socket;
+//       own-then-symlink NAME TARGET: bind NAME, replace its file with a
+//         symbolic link to TARGET, connect to NAME.
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
 #include <poll.h>
 #include <sys/socket.h>
@@ -87,11 +89,28 @@ int Own(int type, const std::string& name) {
   return r;
 }
 
+// The swap an agent would try: bind a path (it is then the sandbox's own),
+// replace the socket file with a link to an outside socket, connect.
+int OwnThenSymlink(const std::string& name, const std::string& target) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
+  if (listen(s, 4) != 0) return Err();
+  if (unlink(name.c_str()) != 0) return Err();
+  if (symlink(target.c_str(), name.c_str()) != 0) return Err();
+  const int r = Connect(SOCK_STREAM, name, false);
+  unlink(name.c_str());
+  close(s);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: unix_probe OP NAME\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: unix_probe OP NAME [TARGET]\n");
     return 254;
   }
   const std::string op = argv[1];
@@ -112,6 +131,8 @@ int main(int argc, char** argv) {
     err = Own(SOCK_STREAM, name);
   } else if (op == "own-dgram") {
     err = Own(SOCK_DGRAM, name);
+  } else if (op == "own-then-symlink" && argc == 4) {
+    err = OwnThenSymlink(name, argv[3]);
   } else {
     std::fprintf(stderr, "unix_probe: unknown op %s\n", op.c_str());
     return 254;

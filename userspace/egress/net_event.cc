@@ -119,6 +119,8 @@ absl::string_view ReasonName(sf_reason reason) {
       return "sandfence's own socket";
     case SF_REASON_UNIX_UNCHECKED:
       return "unix unchecked";
+    case SF_REASON_UNIX_PEER_OUTSIDE:
+      return "unix peer outside the sandbox (killed)";
   }
   return "unknown";
 }
