@@ -86,8 +86,9 @@ absl::StatusOr<std::string> NormalizeHostName(absl::string_view text) {
   if (absl::StrContains(text, '*')) {
     return Malformed(absl::StrCat(
         "host ", Quote(text),
-        " has a wildcard; sandfence allows named hosts only, each one "
-        "written out"));
+        " has a wildcard where none is allowed: only a leading \"*.\" is "
+        "one (\"*.example.com\", in allow and tool hosts of a phase with "
+        "dns FILTERED); a model URL and an address name one host"));
   }
   if (absl::EndsWith(text, "..")) {
     return Malformed(absl::StrCat("host ", Quote(text),
