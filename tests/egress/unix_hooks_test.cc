@@ -113,7 +113,8 @@ class UnixHooksTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (uint64_t id : sandbox_ids_) controller_->RemoveSandbox(id).IgnoreError();
+    for (uint64_t id : sandbox_ids_)
+      controller_->RemoveSandbox(id).IgnoreError();
     if (!dir_.empty()) rmdir(dir_.c_str());
   }
 
@@ -131,11 +132,12 @@ class UnixHooksTest : public ::testing::Test {
     return p;
   }
 
-  Cgroup NewSandbox(const CompiledPhase& phase, const std::string& parent = "") {
+  Cgroup NewSandbox(const CompiledPhase& phase,
+                    const std::string& parent = "") {
     static int n = 0;
-    auto cg = Cgroup::Create(absl::StrCat(
-        parent.empty() ? TestCgroupRoot() : parent, "/unix", ++n, "-",
-        getpid()));
+    auto cg =
+        Cgroup::Create(absl::StrCat(parent.empty() ? TestCgroupRoot() : parent,
+                                    "/unix", ++n, "-", getpid()));
     EXPECT_TRUE(cg.ok()) << cg.status();
     absl::Status s =
         controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
@@ -217,9 +219,9 @@ TEST_F(UnixHooksTest, ListedNamesAreReachableAndNothingElse) {
   EXPECT_EQ(Probe(sb, "stream-connect", Abstract("proxy")), 0);
   EXPECT_EQ(Probe(sb, "stream-connect", Path("docker.sock")), EPERM);
   // A path is a name, not an abstract name of the same bytes.
-  EXPECT_EQ(Probe(sb, "stream-connect",
-                  absl::StrCat("@", Path("model-proxy.sock"))),
-            EPERM);
+  EXPECT_EQ(
+      Probe(sb, "stream-connect", absl::StrCat("@", Path("model-proxy.sock"))),
+      EPERM);
 }
 
 TEST_F(UnixHooksTest, TheSandboxesOwnSocketsStayReachable) {
@@ -252,8 +254,8 @@ TEST_F(UnixHooksTest, AnOwnPathSwappedForALinkOutsideIsCaughtAtTheConnect) {
       (*own)->events_fd(), [&](const NetEvent& e) { events.push_back(e); });
   ASSERT_TRUE(reader.ok());
   UnixService docker(Path("docker.sock"), SOCK_STREAM);
-  auto cg = Cgroup::Create(
-      absl::StrCat(TestCgroupRoot(), "/unix-swap-", getpid()));
+  auto cg =
+      Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/unix-swap-", getpid()));
   ASSERT_TRUE(cg.ok()) << cg.status();
   ASSERT_TRUE((*own)->AddSandbox(cg->fd(), cg->ref(), ModelOnly()).ok());
   SpawnOptions o;
@@ -325,8 +327,8 @@ TEST_F(UnixHooksTest, EveryAttemptIsRecordedWithItsName) {
   ASSERT_TRUE(reader.ok());
   UnixService svc(Path("svc.sock"), SOCK_STREAM);
   UnixService listed(Abstract("listed"), SOCK_STREAM);
-  auto cg = Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/unix-events-",
-                                        getpid()));
+  auto cg =
+      Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/unix-events-", getpid()));
   ASSERT_TRUE(cg.ok()) << cg.status();
   CompiledPhase phase = ModelOnly({AbstractName(Abstract("listed"))});
   ASSERT_TRUE((*own)->AddSandbox(cg->fd(), cg->ref(), phase).ok());

@@ -36,8 +36,8 @@ socklen_t MakeAddr(const std::string& name, sockaddr_un* a) {
                                   name.size());
   }
   std::memcpy(a->sun_path, name.data(), name.size());
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) +
-                                name.size() + 1);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() +
+                                1);
 }
 
 int Err() { return errno ? errno : 255; }
@@ -82,8 +82,7 @@ int Own(int type, const std::string& name) {
   if (s < 0) return Err();
   if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
   if (type == SOCK_STREAM && listen(s, 4) != 0) return Err();
-  const int r = type == SOCK_STREAM ? Connect(type, name, false)
-                                    : SendTo(name);
+  const int r = type == SOCK_STREAM ? Connect(type, name, false) : SendTo(name);
   close(s);
   if (name[0] != '@') unlink(name.c_str());
   return r;
