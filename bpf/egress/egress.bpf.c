@@ -49,30 +49,6 @@ const volatile __u64 sf_host_netns = 0;
  */
 const volatile bool sf_skb_has_netns_cookie = false;
 
-/*
- * Events go to the ring of the process that owns the sandbox (its driver
- * slot, sf_sandbox.ring): several processes share these programs, and each
- * reads only its own ring. A slot without a ring counts the event as lost.
- */
-struct sf_ring {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, SF_MAX_DRIVERS);
-	__type(key, __u32);
-	__array(values, struct sf_ring);
-} sf_rings SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SF_MAX_SANDBOXES);
-	__type(key, __u64);
-	__type(value, struct sf_counters);
-} sf_counters SEC(".maps");
-
 /* Where each sandbox's DNS queries go; no entry in a DNS-filtered phase
  * means its queries are denied. */
 struct {

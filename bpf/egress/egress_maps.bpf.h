@@ -12,14 +12,7 @@
 
 #include "egress/egress_abi.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SF_MAX_SANDBOXES);
-	/* Replaced, never rewritten in place: see struct sf_sandbox. */
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct sf_sandbox);
-} sf_sandboxes SEC(".maps");
+#include "egress/egress_shared_maps.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

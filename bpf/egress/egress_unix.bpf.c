@@ -38,35 +38,8 @@
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
-/* The egress object's maps, shared (their fds are reused at load): the
- * definitions must stay identical to egress.bpf.c's. */
-struct sf_ring {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, SF_MAX_DRIVERS);
-	__type(key, __u32);
-	__array(values, struct sf_ring);
-} sf_rings SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SF_MAX_SANDBOXES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct sf_sandbox);
-} sf_sandboxes SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SF_MAX_SANDBOXES);
-	__type(key, __u64);
-	__type(value, struct sf_counters);
-} sf_counters SEC(".maps");
-
+/* The egress object's maps, reused by fd at load. */
+#include "egress/egress_shared_maps.bpf.h"
 
 /* This object's own maps. */
 struct {
