@@ -1,6 +1,7 @@
 #include "common/libbpf_log.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "absl/strings/strip.h"
@@ -20,7 +21,9 @@ LibbpfLogCapture::~LibbpfLogCapture() { active_ = previous_; }
 
 int LibbpfLogCapture::Print(enum libbpf_print_level level, const char* format,
                             va_list args) {
-  if (level == LIBBPF_DEBUG) return 0;
+  // SANDFENCE_LIBBPF_DEBUG=1 shows libbpf's debug lines (CO-RE relocations).
+  static const bool debug = std::getenv("SANDFENCE_LIBBPF_DEBUG") != nullptr;
+  if (level == LIBBPF_DEBUG && !debug) return 0;
   if (active_ == nullptr) return std::vfprintf(stderr, format, args);
   // The verifier's log comes in one message, often longer than a line.
   va_list copy;

@@ -25,15 +25,10 @@
 #include "common/unique_fd.h"
 #include "guard/proc_names.h"
 #include "sf_guard_lsm.skel.h"
-#include "sf_guard_probe.skel.h"
 #include "sf_guard_sig.skel.h"
 
 namespace sandfence {
 namespace {
-
-constexpr char kLsmAdvice[] =
-    "boot the kernel with bpf in its LSM list (lsm=...,bpf on the command "
-    "line, or CONFIG_LSM including bpf; needs CONFIG_BPF_LSM=y)";
 
 absl::Status LoadError(int err, absl::string_view what,
                        const LibbpfLogCapture* log) {
@@ -102,35 +97,6 @@ absl::Status ConfigureHookArgs(sf_guard_lsm* skel) {
 }
 
 }  // namespace
-
-absl::Status ProbeBpfLsm() {
-  LibbpfLogCapture log;
-  Skeleton<sf_guard_probe> skel(sf_guard_probe::open());
-  if (skel == nullptr) {
-    return LoadError(errno, "BPF LSM probe: open", &log);
-  }
-  skel->bss->sf_probe_tgid = static_cast<__u32>(::getpid());
-  if (int err = sf_guard_probe::load(skel.get()); err != 0) {
-    absl::Status s = LoadError(-err, "BPF LSM probe: load", &log);
-    if (s.code() == absl::StatusCode::kPermissionDenied) return s;
-    return Unavailable(absl::StrCat(s.message(), "; ", kLsmAdvice));
-  }
-  if (int err = sf_guard_probe::attach(skel.get()); err != 0) {
-    absl::Status s = LoadError(-err, "BPF LSM probe: attach", &log);
-    return Unavailable(absl::StrCat(s.message(), "; ", kLsmAdvice));
-  }
-  // An attached program that the kernel never calls (bpf not an active
-  // LSM) would enforce nothing: make it run.
-  UniqueFd probe(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!probe) return ErrnoError(errno, "BPF LSM probe: open /dev/null");
-  if (skel->bss->sf_probe_hits == 0) {
-    return Unavailable(absl::StrCat(
-        "BPF LSM probe: the program attached but never ran (bpf is not an "
-        "active LSM); ",
-        kLsmAdvice));
-  }
-  return absl::OkStatus();
-}
 
 namespace {
 

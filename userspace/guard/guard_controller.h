@@ -36,15 +36,10 @@
 #include "guard/guard_abi.h"
 #include "guard/guard_protect.h"
 #include "guard/guard_types.h"
+#include "host/bpf_lsm.h"  // ProbeBpfLsm
 #include "host/host_state.h"
 
 namespace sandfence {
-
-// Whether BPF LSM programs run on this kernel, found by loading and
-// attaching one and watching it run for an open() of ours (never by reading
-// /sys/kernel/security/lsm). OK if it ran; otherwise Unavailable, or
-// PermissionDenied without the privileges to load BPF, with the reason.
-absl::Status ProbeBpfLsm();
 
 struct GuardedSandbox {
   uint64_t cgroup_id = 0;
