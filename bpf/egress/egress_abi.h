@@ -321,6 +321,9 @@ enum sf_hook {
 	SF_HOOK_SKB_EGRESS = 6,
 	SF_HOOK_CONNECT_UNIX = 7,
 	SF_HOOK_SENDMSG_UNIX = 8,
+	/* The BPF LSM enforcer of Unix sockets (kernels before 6.7). */
+	SF_HOOK_UNIX_STREAM_CONNECT = 9,
+	SF_HOOK_UNIX_MAY_SEND = 10,
 };
 
 enum sf_verdict {

@@ -319,7 +319,7 @@ TEST_F(DaemonReachTest, E2RootAgentCannotCallTheDaemon) {
 
   // Unix sockets checked (the default), guard off: the kernel refuses the
   // connect itself (EPERM), even with the socket listed in the policy.
-  if (HostKernelHasUnixHooks().ok()) {
+  if (HostChecksUnixSockets().ok()) {
     v1::StartRolloutResponse checked;
     s = Start(Request("e2-unix", /*guard_off=*/true,
                       absl::StrCat("unix { allow: \"", sock, "\" }")),

@@ -11,7 +11,9 @@
 //       own-stream, own-dgram: bind NAME first (a socket of this process,
 //         so of the sandbox), then connect / send to it from another socket;
 //       own-then-symlink NAME TARGET: bind NAME, replace its file with a
-//         symbolic link to TARGET, connect to NAME.
+//         symbolic link to TARGET, connect to NAME;
+//       serve: listen on NAME (stream) and answer each connection's byte,
+//         for 30 s or until killed (a service inside a sandbox).
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
 #include <poll.h>
 #include <sys/socket.h>
@@ -105,6 +107,30 @@ int OwnThenSymlink(const std::string& name, const std::string& target) {
   return r;
 }
 
+// A stream service inside the sandbox it runs in; exits after 30 s so that
+// a test that dies cannot leave it behind for long.
+int Serve(const std::string& name) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
+  if (listen(s, 16) != 0) return Err();
+  for (int i = 0; i < 300; i++) {
+    pollfd p{s, POLLIN, 0};
+    if (poll(&p, 1, 100) != 1) continue;
+    int c = accept4(s, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    char ch;
+    pollfd q{c, POLLIN, 0};
+    if (poll(&q, 1, 2000) == 1 && read(c, &ch, 1) == 1) {
+      (void)!write(c, &ch, 1);
+    }
+    close(c);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,6 +156,8 @@ int main(int argc, char** argv) {
     err = Own(SOCK_STREAM, name);
   } else if (op == "own-dgram") {
     err = Own(SOCK_DGRAM, name);
+  } else if (op == "serve") {
+    err = Serve(name);
   } else if (op == "own-then-symlink" && argc == 4) {
     err = OwnThenSymlink(name, argv[3]);
   } else {

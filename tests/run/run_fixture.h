@@ -133,13 +133,13 @@ class SandfenceProcess {
 // (the sandboxed command creates it: the command is running).
 // With signal_when_blocking, as soon as sandfence blocks SIGTERM (it is
 // then setting up, well before the command can start).
-// A restricted `run` on a kernel without the Unix socket hooks (before 6.7:
-// the VM's 6.1 and 5.10) is refused unless it says --unix unchecked (tested
+// A restricted `run` where nothing judges Unix sockets (before 6.7 without
+// BPF LSM; the VM's 5.10) is refused unless it says --unix unchecked (tested
 // on its own, RunCommandTest.UnixCheckingNeedsTheKernelsHooks): the other
 // tests are about other things, so they say it there.
 inline std::vector<std::string> WithUnixForThisKernel(
     std::vector<std::string> args) {
-  if (args.empty() || args[0] != "run" || HostKernelHasUnixHooks().ok()) {
+  if (args.empty() || args[0] != "run" || HostChecksUnixSockets().ok()) {
     return args;
   }
   bool restricted = false;

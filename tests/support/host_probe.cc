@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/unique_fd.h"
+#include "host/bpf_lsm.h"
 
 namespace sandfence::testing {
 namespace {
@@ -170,13 +171,25 @@ static absl::Status ProbeUnixHooks() {
   UniqueFd fd(bpf_prog_load(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, "sf_probe_unix",
                             "GPL", insns, 2, &opts));
   if (fd) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(
-      "this kernel has no cgroup connect_unix hook (Linux 6.7+): ",
-      std::strerror(errno)));
+  return absl::UnavailableError(
+      absl::StrCat("this kernel has no cgroup connect_unix hook (Linux 6.7+): ",
+                   std::strerror(errno)));
 }
 
 const absl::Status& HostKernelHasUnixHooks() {
   static const absl::Status s = ProbeUnixHooks();
+  return s;
+}
+
+const absl::Status& HostChecksUnixSockets() {
+  static const absl::Status s = []() -> absl::Status {
+    if (HostKernelHasUnixHooks().ok()) return absl::OkStatus();
+    absl::Status lsm = sandfence::ProbeBpfLsm();
+    if (lsm.ok()) return lsm;
+    return absl::UnavailableError(
+        absl::StrCat(HostKernelHasUnixHooks().message(),
+                     "; and BPF LSM does not run here: ", lsm.message()));
+  }();
   return s;
 }
 

@@ -49,6 +49,11 @@ const absl::Status& HostKernelRunsSignalEnforcer();
 // independently of the controller.
 const absl::Status& HostKernelHasUnixHooks();
 
+// Something judges a sandbox's Unix sockets here: the cgroup hooks above,
+// or BPF LSM's unix_stream_connect/unix_may_send where BPF LSM runs (the
+// VM's 6.1). Without either, phases that check Unix sockets are refused.
+const absl::Status& HostChecksUnixSockets();
+
 }  // namespace sandfence::testing
 
 // Skips the current test with the probe's reason when the host lacks it.

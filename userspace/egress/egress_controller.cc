@@ -19,13 +19,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "common/bpf_handles.h"
 #include "common/sha256.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "egress/egress_rules.h"
+#include "host/bpf_lsm.h"
 #include "sf_egress.skel.h"
 #include "sf_egress_unix.skel.h"
+#include "sf_egress_unix_lsm.skel.h"
 
 #ifndef SO_NETNS_COOKIE
 #define SO_NETNS_COOKIE 71
@@ -134,8 +137,7 @@ bool KernelHasUnixHooks() {
       {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 1},  // return 1 (allow)
       {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
   };
-  LIBBPF_OPTS(bpf_prog_load_opts, opts,
-              .expected_attach_type = kUnixConnect);
+  LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = kUnixConnect);
   UniqueFd fd(bpf_prog_load(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, "sf_probe_unix",
                             "GPL", insns, sizeof(insns) / sizeof(insns[0]),
                             &opts));
@@ -227,20 +229,54 @@ const EgressController::MapSlot EgressController::kUnixMapSlots[] = {
     {"sf_unix_bound", &Maps::unix_bound},
 };
 
+const EgressController::MapSlot EgressController::kUnixLsmMapSlots[] = {
+    {"sf_unix_rules", &Maps::unix_rules},
+    {"sf_unix_protected", &Maps::unix_protected},
+};
+
+absl::string_view EgressController::unix_enforcer_name() const {
+  switch (unix_enforcer_) {
+    case UnixEnforcer::kCgroupHooks:
+      return "cgroup hooks";
+    case UnixEnforcer::kLsm:
+      return "BPF LSM";
+    case UnixEnforcer::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::vector<const char*> EgressController::UnixHostProgs() const {
+  switch (unix_enforcer_) {
+    case UnixEnforcer::kCgroupHooks:
+      return {kUnixBindProg};
+    case UnixEnforcer::kLsm:
+      return {kUnixLsmConnectProg, kUnixLsmSendProg};
+    case UnixEnforcer::kNone:
+      break;
+  }
+  return {};
+}
+
 absl::Status EgressController::LoadOrOpen() {
   size_t elf_size = 0, unix_elf_size = 0;
   const void* elf = sf_egress::elf_bytes(&elf_size);
   const void* unix_elf = sf_egress_unix::elf_bytes(&unix_elf_size);
-  build_ = Sha256Hex(absl::StrCat(
-                         absl::string_view(static_cast<const char*>(elf),
-                                           elf_size),
-                         absl::string_view(static_cast<const char*>(unix_elf),
-                                           unix_elf_size)))
-               .substr(0, 16);
-  if (!KernelHasUnixHooks()) {
-    unix_unavailable_ =
+  build_ =
+      Sha256Hex(absl::StrCat(
+                    absl::string_view(static_cast<const char*>(elf), elf_size),
+                    absl::string_view(static_cast<const char*>(unix_elf),
+                                      unix_elf_size)))
+          .substr(0, 16);
+  if (KernelHasUnixHooks()) {
+    unix_enforcer_ = UnixEnforcer::kCgroupHooks;
+  } else if (absl::Status lsm = ProbeBpfLsm(); lsm.ok()) {
+    unix_enforcer_ = UnixEnforcer::kLsm;
+  } else {
+    unix_unavailable_ = absl::StrCat(
         "this kernel has no cgroup connect_unix/sendmsg_unix hooks (Linux "
-        "6.7+)";
+        "6.7+) and BPF LSM does not run here (",
+        lsm.message(), ")");
   }
   // One process at a time loads and pins; the others open what it pinned.
   HostState::Lock lock = host_->Exclusive();
@@ -261,17 +297,22 @@ absl::Status EgressController::LoadOrOpen() {
       progs.emplace(name, std::move(fd));
     };
     for (const MapSlot& m : kMapSlots) open_map(m);
-    if (unix_hooks()) {
+    if (unix_enforcer_ == UnixEnforcer::kCgroupHooks) {
       for (const MapSlot& m : kUnixMapSlots) open_map(m);
-      open_prog(kUnixBindProg);
+    } else if (unix_enforcer_ == UnixEnforcer::kLsm) {
+      for (const MapSlot& m : kUnixLsmMapSlots) open_map(m);
     }
+    for (const char* prog : UnixHostProgs()) open_prog(prog);
     for (const HookSpec& h : kHookSpecs) {
-      if (h.unix_program == nullptr || unix_hooks()) open_prog(h.hook);
+      if (h.unix_program == nullptr ||
+          unix_enforcer_ == UnixEnforcer::kCgroupHooks) {
+        open_prog(h.hook);
+      }
     }
     if (complete) {
       maps_ = std::move(maps);
       progs_ = std::move(progs);
-      return unix_hooks() ? TrackUnixBinds() : absl::OkStatus();
+      return AttachUnixHostProgs();
     }
   }
 
@@ -316,49 +357,114 @@ absl::Status EgressController::LoadOrOpen() {
   };
   for (const HookSpec& h : kHookSpecs) {
     if (h.unix_program != nullptr) continue;
-    if (absl::Status s = keep_prog(h.hook, bpf_program__fd(h.program(skel.get())));
+    if (absl::Status s =
+            keep_prog(h.hook, bpf_program__fd(h.program(skel.get())));
         !s.ok()) {
       return s;
     }
   }
-  if (!unix_hooks()) return absl::OkStatus();
+  if (absl::Status s = LoadUnix(progs_dir); !s.ok()) return s;
+  return AttachUnixHostProgs();
+}
 
-  // The Unix socket hooks share the egress maps: sandboxes, counters and
+absl::Status EgressController::LoadUnix(const std::string& progs_dir) {
+  if (unix_enforcer_ == UnixEnforcer::kNone) return absl::OkStatus();
+  auto keep_prog = [&](const std::string& name, int prog_fd) -> absl::Status {
+    UniqueFd fd = Dup(prog_fd);
+    if (!fd) return ErrnoError(errno, absl::StrCat("program ", name));
+    if (host_->pinned()) {
+      const std::string path = absl::StrCat(progs_dir, "/", name);
+      ::unlink(path.c_str());  // a half-pinned set from a process that died
+      if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("pin ", path));
+      }
+    }
+    progs_.emplace(name, std::move(fd));
+    return absl::OkStatus();
+  };
+  auto keep_maps = [&](bpf_object* obj,
+                       absl::Span<const MapSlot> slots) -> absl::Status {
+    for (const MapSlot& m : slots) {
+      bpf_map* map = bpf_object__find_map_by_name(obj, m.name);
+      maps_.*(m.field) = Dup(map == nullptr ? -1 : bpf_map__fd(map));
+      if (!(maps_.*(m.field))) {
+        return ErrnoError(errno, absl::StrCat("map ", m.name));
+      }
+    }
+    return absl::OkStatus();
+  };
+  // The Unix enforcers share the egress maps: sandboxes, counters and
   // rings are one for every hook.
+  auto share_maps = [&](bpf_map* rings, bpf_map* sandboxes,
+                        bpf_map* counters) -> absl::Status {
+    const std::pair<bpf_map*, int> shared[] = {
+        {rings, maps_.rings.get()},
+        {sandboxes, maps_.sandboxes.get()},
+        {counters, maps_.counters.get()},
+    };
+    for (const auto& [map, fd] : shared) {
+      if (int err = bpf_map__reuse_fd(map, fd); err != 0) {
+        return ErrnoError(-err, absl::StrCat("share map ", bpf_map__name(map)));
+      }
+    }
+    return absl::OkStatus();
+  };
+  // The kernel has the hooks but refuses the programs: every phase that
+  // checks Unix sockets is refused with this reason, never run unchecked.
+  auto refused = [&](absl::string_view what) {
+    unix_unavailable_ = absl::StrCat(
+        "this kernel refuses sandfence's unix socket programs (", what,
+        "): ", std::strerror(errno), " (the verifier's log above says why)");
+    unix_enforcer_ = UnixEnforcer::kNone;
+    return absl::OkStatus();
+  };
+
+  if (unix_enforcer_ == UnixEnforcer::kLsm) {
+    Skeleton<sf_egress_unix_lsm> lsm(sf_egress_unix_lsm::open());
+    if (!lsm) return LoadError(errno, "open the unix socket LSM programs");
+    if (absl::Status s = share_maps(lsm->maps.sf_rings, lsm->maps.sf_sandboxes,
+                                    lsm->maps.sf_counters);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = SetPinPaths(lsm->obj, /*skip_shared=*/true); !s.ok()) {
+      return s;
+    }
+    if (sf_egress_unix_lsm::load(lsm.get()) != 0) return refused("BPF LSM");
+    if (absl::Status s = keep_maps(lsm->obj, kUnixLsmMapSlots); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s =
+            keep_prog(kUnixLsmConnectProg,
+                      bpf_program__fd(lsm->progs.sf_lsm_unix_stream_connect));
+        !s.ok()) {
+      return s;
+    }
+    return keep_prog(kUnixLsmSendProg,
+                     bpf_program__fd(lsm->progs.sf_lsm_unix_may_send));
+  }
+
   Skeleton<sf_egress_unix> unix_skel(sf_egress_unix::open());
   if (!unix_skel) return LoadError(errno, "open the unix socket programs");
   bpf_program__set_expected_attach_type(unix_skel->progs.sf_connect_unix,
                                         kUnixConnect);
   bpf_program__set_expected_attach_type(unix_skel->progs.sf_sendmsg_unix,
                                         kUnixSendmsg);
-  const std::pair<bpf_map*, int> shared[] = {
-      {unix_skel->maps.sf_rings, maps_.rings.get()},
-      {unix_skel->maps.sf_sandboxes, maps_.sandboxes.get()},
-      {unix_skel->maps.sf_counters, maps_.counters.get()},
-  };
-  for (const auto& [map, fd] : shared) {
-    if (int err = bpf_map__reuse_fd(map, fd); err != 0) {
-      return ErrnoError(-err, absl::StrCat("share map ", bpf_map__name(map)));
-    }
+  if (absl::Status s =
+          share_maps(unix_skel->maps.sf_rings, unix_skel->maps.sf_sandboxes,
+                     unix_skel->maps.sf_counters);
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = SetPinPaths(unix_skel->obj, /*skip_shared=*/true);
       !s.ok()) {
     return s;
   }
   if (sf_egress_unix::load(unix_skel.get()) != 0) {
-    // The kernel has the hooks but refuses the programs: every phase that
-    // checks Unix sockets is refused with this reason, never run unchecked.
-    unix_unavailable_ = absl::StrCat(
-        "this kernel refuses sandfence's unix socket programs: ",
-        std::strerror(errno), " (the verifier's log above says why)");
-    return absl::OkStatus();
+    return refused("cgroup hooks");
   }
-  for (const MapSlot& m : kUnixMapSlots) {
-    bpf_map* map = bpf_object__find_map_by_name(unix_skel->obj, m.name);
-    maps_.*(m.field) = Dup(map == nullptr ? -1 : bpf_map__fd(map));
-    if (!(maps_.*(m.field))) {
-      return ErrnoError(errno, absl::StrCat("map ", m.name));
-    }
+  if (absl::Status s = keep_maps(unix_skel->obj, kUnixMapSlots); !s.ok()) {
+    return s;
   }
   for (const HookSpec& h : kHookSpecs) {
     if (h.unix_program == nullptr) continue;
@@ -368,12 +474,8 @@ absl::Status EgressController::LoadOrOpen() {
       return s;
     }
   }
-  if (absl::Status s = keep_prog(
-          kUnixBindProg, bpf_program__fd(unix_skel->progs.sf_unix_bind_exit));
-      !s.ok()) {
-    return s;
-  }
-  return TrackUnixBinds();
+  return keep_prog(kUnixBindProg,
+                   bpf_program__fd(unix_skel->progs.sf_unix_bind_exit));
 }
 
 absl::Status EgressController::SetPinPaths(bpf_object* obj, bool skip_shared) {
@@ -396,46 +498,52 @@ absl::Status EgressController::SetPinPaths(bpf_object* obj, bool skip_shared) {
   return absl::OkStatus();
 }
 
-absl::Status EgressController::TrackUnixBinds() {
-  // One tracker per host on a pinned host (its link pinned, so it runs
-  // while any sandbox may need it); one per controller otherwise.
-  const std::string pin = host_->PinPath("links/host/unix_bind");
-  if (host_->pinned()) {
-    UniqueFd existing(bpf_obj_get(pin.c_str()));
-    if (existing) {
-      bind_tracker_ = std::move(existing);
-      return absl::OkStatus();
+absl::Status EgressController::AttachUnixHostProgs() {
+  // One link per program and host on a pinned host (pinned, so that it runs
+  // while any sandbox may need it, whichever process attached it); one per
+  // controller otherwise. A pinned link of an earlier build stays: it
+  // shares these maps (libbpf refused the load if their layout changed).
+  for (const char* prog : UnixHostProgs()) {
+    const std::string pin = host_->PinPath(absl::StrCat("links/host/", prog));
+    if (host_->pinned()) {
+      UniqueFd existing(bpf_obj_get(pin.c_str()));
+      if (existing) {
+        unix_host_links_.push_back(std::move(existing));
+        continue;
+      }
     }
-  }
-  UniqueFd link(bpf_raw_tracepoint_open(nullptr, prog_fd(kUnixBindProg)));
-  if (!link) {
-    return LoadError(errno, "attach the unix bind tracker (tp_btf/sys_exit)");
-  }
-  if (host_->pinned()) {
-    if (absl::Status s = MakeDirs(host_->PinPath("links/host")); !s.ok()) {
-      return s;
+    // Tracing and LSM programs alike attach through raw_tracepoint_open.
+    UniqueFd link(bpf_raw_tracepoint_open(nullptr, prog_fd(prog)));
+    if (!link) {
+      return LoadError(
+          errno, absl::StrCat("attach the unix socket program ", prog, " (",
+                              unix_enforcer_name(), ")"));
     }
-    if (bpf_obj_pin(link.get(), pin.c_str()) != 0) {
-      return ErrnoError(errno, absl::StrCat("pin ", pin));
+    if (host_->pinned()) {
+      if (absl::Status s = MakeDirs(host_->PinPath("links/host")); !s.ok()) {
+        return s;
+      }
+      if (bpf_obj_pin(link.get(), pin.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("pin ", pin));
+      }
     }
+    unix_host_links_.push_back(std::move(link));
   }
-  bind_tracker_ = std::move(link);
   return absl::OkStatus();
 }
 
 absl::Status EgressController::CheckUnix(const CompiledPhase& phase) const {
-  if (!phase.restricted() || !phase.unix_checked || unix_hooks()) {
+  if (!phase.restricted() || !phase.unix_checked || unix_checks()) {
     return absl::OkStatus();
   }
   return Rejected(absl::StrCat(
-      "phase \"", phase.name, "\" checks Unix sockets, but ",
-      unix_unavailable_,
+      "phase \"", phase.name, "\" checks Unix sockets, but ", unix_unavailable_,
       "; give the phase unix { mode: UNCHECKED } to run it with Unix "
       "sockets unjudged (the record says so)"));
 }
 
 absl::Status EgressController::ProtectUnixName(const UnixName& name) {
-  if (!unix_hooks()) return absl::OkStatus();  // nothing judges names here
+  if (!unix_checks()) return absl::OkStatus();  // nothing judges names here
   const sf_unix_key key = UnixKey(name, 0);
   const uint8_t one = 1;
   if (bpf_map_update_elem(maps_.unix_protected.get(), &key, &one, BPF_ANY) !=
@@ -544,7 +652,10 @@ absl::Status EgressController::Attach(int cgroup_fd, const CgroupRef& cgroup,
     // The reply-side hooks come with a DNS filter target (SetDnsTarget):
     // four link fds per sandbox that most sandboxes never need.
     if (!h.enforcing) continue;
-    if (h.unix_program != nullptr && !unix_hooks()) continue;
+    if (h.unix_program != nullptr &&
+        unix_enforcer_ != UnixEnforcer::kCgroupHooks) {
+      continue;
+    }
     absl::StatusOr<UniqueFd> link =
         AttachHook(cgroup_fd, id, cgroup.path, h.hook);
     if (!link.ok()) {
@@ -813,7 +924,7 @@ absl::StatusOr<AdoptedSandbox> EgressController::AdoptSandbox(
       bpf_map_lookup_elem(maps_.dns_targets.get(), &cgroup_id, &target) == 0;
   for (const HookSpec& h : kHookSpecs) {
     const bool unix_hook = h.unix_program != nullptr;
-    if (unix_hook && !unix_hooks()) continue;
+    if (unix_hook && unix_enforcer_ != UnixEnforcer::kCgroupHooks) continue;
     UniqueFd link(bpf_obj_get(absl::StrCat(dir, "/", h.hook).c_str()));
     // Without a DNS filter target a sandbox has no reply-side hooks.
     if (!link && !h.enforcing && !has_target) continue;

@@ -28,6 +28,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/cgroup.h"
 #include "common/ip.h"
@@ -172,13 +173,20 @@ class EgressController {
   const std::string& build() const { return build_; }
   HostState& host() const { return *host_; }
 
+  // What judges Unix sockets here: the cgroup connect_unix/sendmsg_unix
+  // hooks (Linux 6.7+), else the BPF LSM unix_stream_connect/unix_may_send
+  // hooks where BPF LSM runs, else nothing (unix_unavailable() says why).
+  enum class UnixEnforcer { kNone, kCgroupHooks, kLsm };
+  UnixEnforcer unix_enforcer() const { return unix_enforcer_; }
+  // "cgroup hooks", "BPF LSM" or "none".
+  absl::string_view unix_enforcer_name() const;
   // Whether phases that check Unix sockets can be enforced here; when not,
   // why (unix_unavailable()).
-  bool unix_hooks() const { return unix_unavailable_.empty(); }
+  bool unix_checks() const { return unix_enforcer_ != UnixEnforcer::kNone; }
   const std::string& unix_unavailable() const { return unix_unavailable_; }
   // A Unix socket name no sandbox may connect or send to, whatever its
   // policy lists (sandfence's own sockets). Host-wide, kept while the maps
-  // are pinned. A no-op where the kernel has no Unix hooks.
+  // are pinned. A no-op where nothing judges Unix sockets.
   absl::Status ProtectUnixName(const UnixName& name);
 
   // Removes everything pinned under a pin root (`sandfence daemon
@@ -204,7 +212,8 @@ class EgressController {
   struct Maps {
     UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings,
         dns_targets, learned4, learned6;
-    // The unix object's (-1 without Unix hooks).
+    // The unix objects' (-1 where nothing judges Unix sockets; unix_bound
+    // only with the cgroup hooks).
     UniqueFd unix_rules, unix_protected, unix_bound;
   };
   struct MapSlot {
@@ -212,9 +221,15 @@ class EgressController {
     UniqueFd Maps::*field;
   };
   static const MapSlot kMapSlots[];
-  static const MapSlot kUnixMapSlots[];
-  // The bind tracker's program, pinned with the hooks.
+  static const MapSlot kUnixMapSlots[];     // the cgroup hooks' object
+  static const MapSlot kUnixLsmMapSlots[];  // the BPF LSM object
+  // Host-wide programs, pinned with the hooks and attached once per host:
+  // the cgroup enforcer's bind tracker, or the BPF LSM enforcer's hooks.
   static constexpr const char* kUnixBindProg = "unix_bind";
+  static constexpr const char* kUnixLsmConnectProg = "unix_stream_connect";
+  static constexpr const char* kUnixLsmSendProg = "unix_may_send";
+  // The host-wide programs of the Unix enforcer in use.
+  std::vector<const char*> UnixHostProgs() const;
 
   explicit EgressController(HostState* host) : host_(host) {}
   absl::Status LoadOrOpen();
@@ -222,8 +237,12 @@ class EgressController {
   // Pin paths for obj's maps on a pinned host (skip_shared: only the unix
   // object's own maps; the rest are the egress object's, reused by fd).
   absl::Status SetPinPaths(bpf_object* obj, bool skip_shared = false);
-  // Attaches the host's unix bind tracker, or opens the pinned one.
-  absl::Status TrackUnixBinds();
+  // Loads the Unix enforcer's object (the cgroup hooks or BPF LSM's) with
+  // the egress maps it shares; unix_unavailable_ when the kernel refuses.
+  absl::Status LoadUnix(const std::string& progs_dir);
+  // Attaches the Unix enforcer's host-wide programs, or opens the pinned
+  // links of another process.
+  absl::Status AttachUnixHostProgs();
   // Rejected for a phase that checks Unix sockets where nothing can.
   absl::Status CheckUnix(const CompiledPhase& phase) const;
   absl::Status WriteEntries(const RuleEntries& entries);
@@ -252,9 +271,11 @@ class EgressController {
   Maps maps_;
   absl::flat_hash_map<std::string, UniqueFd> progs_;  // by hook name
   UniqueFd ring_;
-  // Empty when the Unix hooks are loaded; else why they are not.
+  UnixEnforcer unix_enforcer_ = UnixEnforcer::kNone;
+  // Empty when a Unix enforcer is loaded; else why none is.
   std::string unix_unavailable_;
-  UniqueFd bind_tracker_;  // the tracker's link (see TrackUnixBinds)
+  // The links of UnixHostProgs() (see AttachUnixHostProgs).
+  std::vector<UniqueFd> unix_host_links_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, SandboxState> sandboxes_ ABSL_GUARDED_BY(mu_);
 };

@@ -75,6 +75,10 @@ absl::string_view HookName(sf_hook hook) {
       return "connect_unix";
     case SF_HOOK_SENDMSG_UNIX:
       return "sendmsg_unix";
+    case SF_HOOK_UNIX_STREAM_CONNECT:
+      return "unix_stream_connect";
+    case SF_HOOK_UNIX_MAY_SEND:
+      return "unix_may_send";
   }
   return "unknown";
 }
