@@ -8,6 +8,11 @@
 # generated once from the running kernel's BTF and put on the include path.
 # Generated files are ordered through targets, because add_custom_command
 # outputs are only visible inside the directory that declares them.
+#
+# Test-only variants (the egress mutation run): DEFINES adds -D flags,
+# OUT_DIR puts the object and skeleton in their own directory, and
+# SKEL_NAME names the skeleton (default NAME), so that a variant's
+# `SKEL_NAME.skel.h` can stand in for the real one.
 
 find_program(SANDFENCE_CLANG NAMES clang clang-14 REQUIRED)
 find_program(SANDFENCE_BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
@@ -27,14 +32,25 @@ if(NOT TARGET sandfence_vmlinux)
 endif()
 
 function(sandfence_bpf_object name source)
-  cmake_parse_arguments(ARG "VMLINUX" "" "DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "VMLINUX" "OUT_DIR;SKEL_NAME" "DEPENDS;DEFINES"
+                        ${ARGN})
   get_filename_component(src ${source} ABSOLUTE)
-  set(obj ${SANDFENCE_BPF_OUT}/${name}.bpf.o)
-  set(skel ${SANDFENCE_BPF_OUT}/${name}.skel.h)
+  if(NOT ARG_OUT_DIR)
+    set(ARG_OUT_DIR ${SANDFENCE_BPF_OUT})
+  endif()
+  if(NOT ARG_SKEL_NAME)
+    set(ARG_SKEL_NAME ${name})
+  endif()
+  file(MAKE_DIRECTORY ${ARG_OUT_DIR})
+  set(obj ${ARG_OUT_DIR}/${ARG_SKEL_NAME}.bpf.o)
+  set(skel ${ARG_OUT_DIR}/${ARG_SKEL_NAME}.skel.h)
 
   set(flags -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
       -I${CMAKE_SOURCE_DIR}/bpf -I${SANDFENCE_BPF_OUT}
       -idirafter /usr/include/x86_64-linux-gnu)
+  foreach(d ${ARG_DEFINES})
+    list(APPEND flags -D${d})
+  endforeach()
   set(deps ${src} ${ARG_DEPENDS})
   if(ARG_VMLINUX)
     list(APPEND deps ${SANDFENCE_BPF_OUT}/vmlinux.h)
@@ -45,14 +61,15 @@ function(sandfence_bpf_object name source)
     COMMAND ${SANDFENCE_CLANG} ${flags} -c ${src} -o ${obj}
     DEPENDS ${deps}
     IMPLICIT_DEPENDS C ${src}
-    COMMENT "BPF ${name}.bpf.o"
+    COMMENT "BPF ${name}.bpf.o ${ARG_DEFINES}"
     VERBATIM)
   add_custom_command(
     OUTPUT ${skel}
-    COMMAND ${SANDFENCE_BPFTOOL} gen skeleton ${obj} name ${name} > ${skel}.tmp
+    COMMAND ${SANDFENCE_BPFTOOL} gen skeleton ${obj} name ${ARG_SKEL_NAME}
+            > ${skel}.tmp
     COMMAND ${CMAKE_COMMAND} -E rename ${skel}.tmp ${skel}
     DEPENDS ${obj}
-    COMMENT "Skeleton ${name}.skel.h"
+    COMMENT "Skeleton ${name} (${ARG_SKEL_NAME}.skel.h)"
     VERBATIM)
   add_custom_target(${name}_skel_gen DEPENDS ${skel})
   if(ARG_VMLINUX)
@@ -61,7 +78,7 @@ function(sandfence_bpf_object name source)
 
   add_library(${name}_skel INTERFACE)
   add_dependencies(${name}_skel ${name}_skel_gen)
-  target_include_directories(${name}_skel INTERFACE ${SANDFENCE_BPF_OUT}
+  target_include_directories(${name}_skel INTERFACE ${ARG_OUT_DIR}
                              ${CMAKE_SOURCE_DIR}/bpf)
   target_link_libraries(${name}_skel INTERFACE PkgConfig::LIBBPF)
   # bpftool writes bool globals as C's _Bool, which g++ accepts in C++ and

@@ -27,6 +27,18 @@
 
 #include "egress/egress_verdict.bpf.h"
 
+/*
+ * Test only: the mutation run (tests/egress/CMakeLists.txt) builds this
+ * object once per judging hook with -DSF_TEST_NEUTRALIZE=SF_HOOK_<HOOK>,
+ * which makes that one program allow everything first thing, and shows
+ * that the egress tests fail. Never set in a normal build: 0 names no hook,
+ * and the test below compiles away.
+ */
+#ifndef SF_TEST_NEUTRALIZE
+#define SF_TEST_NEUTRALIZE 0
+#endif
+#define SF_NEUTRALIZED(hook) (SF_TEST_NEUTRALIZE == (hook))
+
 /* IPv6 extension headers the backstop skips before the transport header. */
 #define SF_MAX_IPV6_EXT 4
 
@@ -545,24 +557,32 @@ static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 SEC("cgroup/connect4")
 int sf_connect4(struct bpf_sock_addr *ctx)
 {
+	if (SF_NEUTRALIZED(SF_HOOK_CONNECT4))
+		return 1;
 	return sf_addr4(ctx, SF_HOOK_CONNECT4);
 }
 
 SEC("cgroup/connect6")
 int sf_connect6(struct bpf_sock_addr *ctx)
 {
+	if (SF_NEUTRALIZED(SF_HOOK_CONNECT6))
+		return 1;
 	return sf_addr6(ctx, SF_HOOK_CONNECT6);
 }
 
 SEC("cgroup/sendmsg4")
 int sf_sendmsg4(struct bpf_sock_addr *ctx)
 {
+	if (SF_NEUTRALIZED(SF_HOOK_SENDMSG4))
+		return 1;
 	return sf_addr4(ctx, SF_HOOK_SENDMSG4);
 }
 
 SEC("cgroup/sendmsg6")
 int sf_sendmsg6(struct bpf_sock_addr *ctx)
 {
+	if (SF_NEUTRALIZED(SF_HOOK_SENDMSG6))
+		return 1;
 	return sf_addr6(ctx, SF_HOOK_SENDMSG6);
 }
 
@@ -578,6 +598,8 @@ int sf_sock_create(struct bpf_sock *sk)
 		.sock_check = 1,
 	};
 
+	if (SF_NEUTRALIZED(SF_HOOK_SOCK_CREATE))
+		return 1;
 	sf_current_ancestors(&w);
 	return sf_judge(&w, SF_HOOK_SOCK_CREATE);
 }
@@ -647,6 +669,8 @@ int sf_skb_egress(struct __sk_buff *skb)
 	struct sf_walk w = {};
 	__u32 l4_off;
 
+	if (SF_NEUTRALIZED(SF_HOOK_SKB_EGRESS))
+		return 1;
 	if (sf_skb_has_netns_cookie) {
 		w.own_netns = sf_host_netns &&
 			      bpf_get_netns_cookie(skb) != sf_host_netns;

@@ -1,12 +1,19 @@
 // Egress enforcement end to end: real sandboxes (cgroups), the real
 // programs, real sockets, real child processes. Each row of the table is a
 // case a user would recognize; the child's exit status is the errno its
-// attempt got (0 = it went through, EPERM = denied by sandfence).
+// attempt got (0 = it went through, EPERM = denied by sandfence), and each
+// denial's event must name the hook that was meant to deny it: the hooks
+// back each other up (the skb backstop also returns EPERM for a datagram
+// sendmsg4 let through), so the errno alone cannot show that every hook
+// works. tests/README.md lists, per hook, the tests that fail when that
+// hook allows everything (the mutation run proves it).
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 
 #include <atomic>
 #include <cerrno>
+#include <optional>
 #include <thread>
 
 #include "common/status.h"
@@ -45,6 +52,46 @@ class EgressE2eTest : public ::testing::Test {
     resolver_ = Listen("127.0.0.5", 0);
     v6_ = Listen("::1");
     v6_other_ = Listen("::1");
+    auto reader = NetEventReader::Create(
+        controller_->events_fd(),
+        [this](const NetEvent& e) { events_.push_back(e); });
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    reader_ = *std::move(reader);
+  }
+
+  // The hooks that denied something in `sandbox` since the last call, in
+  // order (earlier tests' events are dropped).
+  std::vector<sf_hook> DenyingHooks(uint64_t sandbox) {
+    EXPECT_TRUE(reader_->Drain().ok());
+    std::vector<sf_hook> hooks;
+    for (const NetEvent& e : events_) {
+      if (e.sandbox == sandbox && e.denied()) hooks.push_back(e.hook);
+    }
+    events_.clear();
+    return hooks;
+  }
+
+  // Checks that every denial since the last call was by `hook` and that
+  // there was one (none: the kernel refused before any hook, or nothing
+  // was denied).
+  static ::testing::AssertionResult DeniedBy(const std::vector<sf_hook>& hooks,
+                                             std::optional<sf_hook> want) {
+    std::string got;
+    bool other = false;
+    for (sf_hook h : hooks) {
+      absl::StrAppend(&got, got.empty() ? "" : ", ", HookName(h));
+      other |= !want.has_value() || h != *want;
+    }
+    if (!want.has_value() && hooks.empty()) {
+      return ::testing::AssertionSuccess();
+    }
+    if (want.has_value() && !hooks.empty() && !other) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "denied by " << (want ? HookName(*want) : "no hook")
+           << " expected; the denials came from "
+           << (got.empty() ? "no hook" : got);
   }
 
   // A fresh sandbox with `phase` attached; removed (and its processes
@@ -68,13 +115,16 @@ class EgressE2eTest : public ::testing::Test {
   }
 
   // Runs net_probe in the sandbox and returns its exit status.
+  // keep_caps: root with every capability (CAP_NET_RAW: raw sockets reach
+  // cgroup/sock_create instead of failing in the kernel's capability check).
   int Probe(const Cgroup& sandbox, std::vector<std::string> args,
-            bool new_netns = false) {
+            bool new_netns = false, bool keep_caps = false) {
     SpawnOptions o;
     o.cgroup_fd = sandbox.fd();
     o.argv = {NetProbePath()};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.new_netns = new_netns;
+    o.drop_privileges = !keep_caps;
     auto pid = SpawnInCgroup(o);
     EXPECT_TRUE(pid.ok()) << pid.status();
     if (!pid.ok()) return -1;
@@ -85,6 +135,8 @@ class EgressE2eTest : public ::testing::Test {
   static EgressController* controller_;
   Listener model_, model_other_, tool_, forbidden_, resolver_, v6_, v6_other_;
   std::vector<uint64_t> sandbox_ids_;
+  std::unique_ptr<NetEventReader> reader_;
+  std::vector<NetEvent> events_;
 };
 
 EgressController* EgressE2eTest::controller_ = nullptr;
@@ -92,22 +144,34 @@ EgressController* EgressE2eTest::controller_ = nullptr;
 std::string Port(uint16_t p) { return std::to_string(p); }
 
 // The model_only-like policy most rows use: the model at 127.0.0.2 on its
-// port (TCP), ::1 on one port, and DNS to 127.0.0.5:<resolver port>.
+// port (TCP), ::1 on one port (TCP and UDP), and DNS to
+// 127.0.0.5:<resolver port>.
 CompiledPhase ModelOnly(const EgressE2eTest&, uint16_t model, uint16_t v6,
                         uint16_t dns) {
-  return Phase(v1::MODEL_ONLY,
-               {TcpRule("127.0.0.2", model), TcpRule("::1", v6),
-                UdpRule("127.0.0.5", dns), TcpRule("127.0.0.5", dns)});
+  return Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.2", model), TcpRule("::1", v6),
+                                UdpRule("::1", v6), UdpRule("127.0.0.5", dns),
+                                TcpRule("127.0.0.5", dns)});
 }
 
 TEST_F(EgressE2eTest, ScenarioTable) {
   const CompiledPhase policy =
       ModelOnly(*this, model_.port, v6_.port, resolver_.port);
   Cgroup sb = NewSandbox(policy);
+  // The hook whose denial a row expects (none: the kernel refuses first).
+  constexpr std::optional<sf_hook> kNone;
+  constexpr sf_hook c4 = SF_HOOK_CONNECT4, c6 = SF_HOOK_CONNECT6,
+                    s4 = SF_HOOK_SENDMSG4, s6 = SF_HOOK_SENDMSG6,
+                    sc = SF_HOOK_SOCK_CREATE;
   struct Case {
     const char* name;
     std::vector<std::string> args;
     int expected;
+    // EPERM rows: the hook that must have denied (kNone: no hook at all).
+    std::optional<sf_hook> hook = kNone;
+    // Allowed UDP rows: the listener the datagram must reach.
+    const Listener* arrives = nullptr;
+    // Run as root with every capability (raw sockets reach sock_create).
+    bool keep_caps = false;
     // A host property the row depends on (nullptr: none).
     const absl::Status* needs = nullptr;
   };
@@ -118,63 +182,155 @@ TEST_F(EgressE2eTest, ScenarioTable) {
   // clang-format off
   const Case cases[] = {
       {"allowed host and port", {"tcp-connect", "127.0.0.2", m}, 0},
-      {"allowed host, other port", {"tcp-connect", "127.0.0.2", mo}, EPERM},
-      {"forbidden host", {"tcp-connect", "127.0.0.4", f}, EPERM},
-      {"tool host not granted", {"tcp-connect", "127.0.0.3", t}, EPERM},
+      {"allowed host, other port", {"tcp-connect", "127.0.0.2", mo}, EPERM,
+       c4},
+      {"forbidden host", {"tcp-connect", "127.0.0.4", f}, EPERM, c4},
+      {"tool host not granted", {"tcp-connect", "127.0.0.3", t}, EPERM, c4},
       {"IPv6 allowed", {"tcp-connect", "::1", v6}, 0},
-      {"IPv6 other port", {"tcp-connect", "::1", v6o}, EPERM},
+      {"IPv6 other port", {"tcp-connect", "::1", v6o}, EPERM, c6},
       {"IPv4-mapped IPv6 to the allowed IPv4",
        {"tcp-connect", "::ffff:127.0.0.2", m}, 0},
       {"IPv4-mapped IPv6 to a forbidden IPv4",
-       {"tcp-connect", "::ffff:127.0.0.4", f}, EPERM},
+       {"tcp-connect", "::ffff:127.0.0.4", f}, EPERM, c6},
       {"UDP sendto without connect, forbidden",
-       {"udp-sendto", "127.0.0.4", f}, EPERM},
-      {"UDP connect, forbidden", {"udp-connect", "127.0.0.4", f}, EPERM},
-      {"UDP sendmmsg, forbidden", {"udp-sendmmsg", "127.0.0.4", f}, EPERM},
-      {"UDP to the allowed resolver", {"udp-sendto", "127.0.0.5", r}, 0},
+       {"udp-sendto", "127.0.0.4", f}, EPERM, s4},
+      {"UDP connect, forbidden", {"udp-connect", "127.0.0.4", f}, EPERM, c4},
+      {"UDP sendmmsg, forbidden", {"udp-sendmmsg", "127.0.0.4", f}, EPERM,
+       s4},
+      {"UDP to the allowed resolver", {"udp-sendto", "127.0.0.5", r}, 0,
+       kNone, &resolver_},
       {"DNS to a resolver the policy does not allow",
-       {"udp-sendto", "127.0.0.6", r}, EPERM},
+       {"udp-sendto", "127.0.0.6", r}, EPERM, s4},
+      {"IPv6 UDP sendto without connect, forbidden",
+       {"udp-sendto", "::1", v6o}, EPERM, s6},
+      {"IPv6 UDP connect, forbidden", {"udp-connect", "::1", v6o}, EPERM, c6},
+      {"IPv6 UDP sendmmsg, forbidden", {"udp-sendmmsg", "::1", v6o}, EPERM,
+       s6},
+      {"IPv6 UDP sendto to the allowed port", {"udp-sendto", "::1", v6}, 0,
+       kNone, &v6_},
+      {"IPv6 UDP sendmmsg to the allowed port", {"udp-sendmmsg", "::1", v6},
+       0, kNone, &v6_},
       {"TCP to the allowed resolver", {"tcp-connect", "127.0.0.5", r}, 0},
       {"TCP Fast Open to a forbidden host",
-       {"tcp-fastopen", "127.0.0.4", f}, EPERM},
+       {"tcp-fastopen", "127.0.0.4", f}, EPERM, c4},
       {"io_uring connect to a forbidden host",
-       {"uring-connect", "127.0.0.4", f}, EPERM, &HostIoUring()},
-      {"io_uring connect to the model", {"uring-connect", "127.0.0.2", m}, 0,
+       {"uring-connect", "127.0.0.4", f}, EPERM, c4, nullptr, false,
        &HostIoUring()},
-      {"raw socket", {"raw-socket", "127.0.0.4", "0"}, EPERM},
-      {"raw IPv6 socket", {"raw-socket", "::1", "0"}, EPERM},
+      {"io_uring connect to the model", {"uring-connect", "127.0.0.2", m}, 0,
+       kNone, nullptr, false, &HostIoUring()},
+      {"raw socket (CAP_NET_RAW dropped)", {"raw-socket", "127.0.0.4", "0"},
+       EPERM},
+      {"raw IPv6 socket (CAP_NET_RAW dropped)", {"raw-socket", "::1", "0"},
+       EPERM},
+      {"raw socket, with CAP_NET_RAW", {"raw-socket", "127.0.0.4", "0"},
+       EPERM, sc, nullptr, true},
+      {"raw IPv6 socket, with CAP_NET_RAW", {"raw-socket", "::1", "0"}, EPERM,
+       sc, nullptr, true},
       {"MPTCP socket (protocol 262 is not TCP)",
-       {"mptcp-socket", "127.0.0.4", "0"}, EPERM},
+       {"mptcp-socket", "127.0.0.4", "0"}, EPERM, sc},
       {"packet socket (CAP_NET_RAW dropped)",
        {"packet-socket", "127.0.0.4", "0"}, EPERM},
       {"a grandchild to a forbidden host",
-       {"--fork", "tcp-connect", "127.0.0.4", f}, EPERM},
+       {"--fork", "tcp-connect", "127.0.0.4", f}, EPERM, c4},
       {"a grandchild to the model", {"--fork", "tcp-connect", "127.0.0.2", m},
        0},
       {"connect to 0.0.0.0 (the local host)",
-       {"tcp-connect", "0.0.0.0", f}, EPERM},
+       {"tcp-connect", "0.0.0.0", f}, EPERM, c4},
   };
   // clang-format on
   std::string skipped;
+  DenyingHooks(sb.id());  // nothing before the first row counts
   for (const Case& c : cases) {
     if (c.needs != nullptr && !c.needs->ok()) {
       absl::StrAppend(&skipped, "\n  ", c.name, ": ", c.needs->message());
       continue;
     }
-    EXPECT_EQ(Probe(sb, c.args), c.expected) << c.name;
+    if (c.arrives) DrainDatagrams(*c.arrives);
+    const int got = Probe(sb, c.args, false, c.keep_caps);
+    if (c.expected == EPERM) {
+      EXPECT_TRUE(IsEperm(got)) << c.name;
+    } else {
+      EXPECT_EQ(got, c.expected) << c.name << ": " << ProbeOutcome(got)
+                                 << " instead of " << ProbeOutcome(c.expected);
+    }
+    EXPECT_TRUE(DeniedBy(DenyingHooks(sb.id()), c.hook)) << c.name;
+    if (c.arrives) {
+      EXPECT_TRUE(DatagramArrived(*c.arrives))
+          << c.name << ": the allowed datagram did not arrive";
+    }
   }
   // Every other row ran and asserted; the test as a whole says SKIPPED
   // (or failed, if a row failed) so that the host's gap is counted.
   if (!skipped.empty()) GTEST_SKIP() << "rows the host cannot run:" << skipped;
 }
 
+// The backstop alone: a connected UDP socket's datagrams carry no address,
+// so no sock_addr hook judges them (sendmsg4/6 run for addressed sends
+// only). After a switch to a phase that forbids its peer, only
+// cgroup_skb/egress stops them, as EPERM with an skb_egress event. The
+// phases say LOOPBACK_RULES_ONLY: before 6.2 the backstop cannot tell the
+// host's loopback from a private one and otherwise lets loopback through
+// (README, limits).
+TEST_F(EgressE2eTest, BackstopStopsAConnectedSocketAfterAPhaseSwitch) {
+  for (const Listener* peer : {&forbidden_, &v6_other_}) {
+    const char* addr = peer == &forbidden_ ? "127.0.0.4" : "::1";
+    SCOPED_TRACE(addr);
+    Cgroup sb = NewSandbox(Phase(v1::MODEL_ONLY, {UdpRule(addr, peer->port)},
+                                 v1::LOOPBACK_RULES_ONLY));
+    int resume[2], ready[2];
+    ASSERT_EQ(pipe2(resume, O_CLOEXEC), 0);
+    ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
+    UniqueFd resume_r(resume[0]), resume_w(resume[1]), ready_r(ready[0]),
+        ready_w(ready[1]);
+    DrainDatagrams(*peer);
+    SpawnOptions o;
+    o.cgroup_fd = sb.fd();
+    o.argv = {NetProbePath(),
+              "--pause-fds",
+              std::to_string(resume_r.get()),
+              std::to_string(ready_w.get()),
+              "udp-connected-send",
+              addr,
+              Port(peer->port)};
+    o.keep_fds = {resume_r.get(), ready_w.get()};
+    absl::StatusOr<pid_t> pid = SpawnInCgroup(o);
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    ready_w.reset();
+    // Connected and sent once in the phase that allows the peer.
+    pollfd p{.fd = ready_r.get(), .events = POLLIN, .revents = 0};
+    char b;
+    bool is_ready = poll(&p, 1, 10000) == 1 && read(ready_r.get(), &b, 1) == 1;
+    if (!is_ready) {
+      absl::StatusOr<int> status = WaitForExit(*pid);
+      FAIL() << "the probe did not connect and send in the allowing phase: "
+             << (status.ok() ? ProbeOutcome(*status) : "no status");
+    }
+    EXPECT_TRUE(DatagramArrived(*peer)) << "the first datagram did not arrive";
+    DenyingHooks(sb.id());
+    // A phase with no rule for the peer.
+    absl::Status s = controller_
+                         ->SwitchPhase(sb.id(), Phase(v1::MODEL_ONLY, {},
+                                                      v1::LOOPBACK_RULES_ONLY))
+                         .status();
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(write(resume_w.get(), "g", 1), 1);
+    absl::StatusOr<int> status = WaitForExit(*pid);
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_TRUE(IsEperm(*status))
+        << "a connected socket's datagram after the switch";
+    EXPECT_TRUE(DeniedBy(DenyingHooks(sb.id()), SF_HOOK_SKB_EGRESS));
+    char buf[16];
+    EXPECT_LT(recv(peer->udp.get(), buf, sizeof(buf), MSG_DONTWAIT), 0)
+        << "the datagram sent after the switch arrived";
+  }
+}
+
 TEST_F(EgressE2eTest, NestedCgroupInsideTheSandboxIsEnforced) {
   Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
   std::string inner = sb.path() + "/inner";
   ASSERT_EQ(mkdir(inner.c_str(), 0755), 0);
-  EXPECT_EQ(Probe(sb, {"--join-cgroup", inner, "tcp-connect", "127.0.0.4",
-                       Port(forbidden_.port)}),
-            EPERM);
+  EXPECT_TRUE(IsEperm(Probe(sb, {"--join-cgroup", inner, "tcp-connect",
+                                 "127.0.0.4", Port(forbidden_.port)})));
   EXPECT_EQ(Probe(sb, {"--join-cgroup", inner, "tcp-connect", "127.0.0.2",
                        Port(model_.port)}),
             0);
@@ -200,16 +356,17 @@ TEST_F(EgressE2eTest, InheritRestrictsNothing) {
   Cgroup sb = NewSandbox(Phase(v1::INHERIT, {}));
   EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)}), 0);
   EXPECT_EQ(Probe(sb, {"udp-sendto", "127.0.0.4", Port(forbidden_.port)}), 0);
-  EXPECT_EQ(Probe(sb, {"raw-socket", "127.0.0.4", "0"}), EPERM)
+  EXPECT_TRUE(IsEperm(Probe(sb, {"raw-socket", "127.0.0.4", "0"})))
       << "CAP_NET_RAW is dropped by the spawner, not by the inherit policy";
 }
 
 TEST_F(EgressE2eTest, DenyAllWithNoRulesDeniesEverything) {
   Cgroup sb = NewSandbox(Phase(v1::MODEL_ONLY, {}));
-  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.2", Port(model_.port)}), EPERM);
-  EXPECT_EQ(Probe(sb, {"udp-sendto", "127.0.0.5", Port(resolver_.port)}),
-            EPERM);
-  EXPECT_EQ(Probe(sb, {"tcp-connect", "::1", Port(v6_.port)}), EPERM);
+  EXPECT_TRUE(
+      IsEperm(Probe(sb, {"tcp-connect", "127.0.0.2", Port(model_.port)})));
+  EXPECT_TRUE(
+      IsEperm(Probe(sb, {"udp-sendto", "127.0.0.5", Port(resolver_.port)})));
+  EXPECT_TRUE(IsEperm(Probe(sb, {"tcp-connect", "::1", Port(v6_.port)})));
 }
 
 // The skb backstop walks IPv6 extension headers: an allowed datagram with a
@@ -234,7 +391,7 @@ TEST_F(EgressE2eTest, AllowedIpv6DatagramsWithExtensionHeadersPass) {
   char buf[8];
   EXPECT_EQ(recv(v6_.udp.get(), buf, sizeof(buf), MSG_DONTWAIT), 1)
       << "the allowed datagram did not arrive: " << strerror(errno);
-  EXPECT_EQ(run(v6_other_.port), EPERM);
+  EXPECT_TRUE(IsEperm(run(v6_other_.port)));
 }
 
 // A sandbox whose attach fails leaves nothing behind: no counters entry,
@@ -254,8 +411,8 @@ TEST_F(EgressE2eTest, AFailedAddLeavesNothingInTheMaps) {
   EXPECT_EQ(controller_->KernelSandboxes().size(), before);
   // And the same cgroup id can be added for real afterwards.
   Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
-  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)}),
-            EPERM);
+  EXPECT_TRUE(
+      IsEperm(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)})));
 }
 
 TEST_F(EgressE2eTest, CidrAndPortRangeRules) {
@@ -263,9 +420,10 @@ TEST_F(EgressE2eTest, CidrAndPortRangeRules) {
       NewSandbox(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.0/30", 1, 65535)}));
   EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.2", Port(model_.port)}), 0);
   EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.3", Port(tool_.port)}), 0);
-  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)}),
-            EPERM);
-  EXPECT_EQ(Probe(sb, {"udp-sendto", "127.0.0.2", Port(model_.port)}), EPERM)
+  EXPECT_TRUE(
+      IsEperm(Probe(sb, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)})));
+  EXPECT_TRUE(
+      IsEperm(Probe(sb, {"udp-sendto", "127.0.0.2", Port(model_.port)})))
       << "a TCP rule does not allow UDP";
 }
 
@@ -280,14 +438,14 @@ TEST_F(EgressE2eTest, PrivateNetnsUsesItsOwnLoopbackFreely) {
 TEST_F(EgressE2eTest, PrivateNetnsLoopbackRulesOnly) {
   Cgroup sb = NewSandbox(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.2", 80)},
                                v1::LOOPBACK_RULES_ONLY));
-  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.1", "9"}, true), EPERM);
+  EXPECT_TRUE(IsEperm(Probe(sb, {"tcp-connect", "127.0.0.1", "9"}, true)));
 }
 
 TEST_F(EgressE2eTest, HostLoopbackNeedsARule) {
   Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
   // In the host's netns, loopback is the host's: only rules open it.
-  EXPECT_EQ(Probe(sb, {"tcp-connect", "127.0.0.1", Port(forbidden_.port)}),
-            EPERM);
+  EXPECT_TRUE(
+      IsEperm(Probe(sb, {"tcp-connect", "127.0.0.1", Port(forbidden_.port)})));
 }
 
 TEST_F(EgressE2eTest, PhaseSwitchUnderAStreamOfConnects) {
@@ -351,7 +509,7 @@ TEST_F(EgressE2eTest, DenialIsReportedWithWhoAndWhere) {
   o.argv = {NetProbePath(), "tcp-connect", "127.0.0.4", Port(forbidden_.port)};
   auto pid = SpawnInCgroup(o);
   ASSERT_TRUE(pid.ok());
-  EXPECT_EQ(*WaitForExit(*pid), EPERM);
+  EXPECT_TRUE(IsEperm(*WaitForExit(*pid)));
   ASSERT_TRUE((*reader)->Drain().ok());
 
   ASSERT_EQ(events.size(), 1u);

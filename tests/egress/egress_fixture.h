@@ -6,18 +6,22 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/cgroup.h"
 #include "common/ip.h"
 #include "common/unique_fd.h"
 #include "compile/compiled_policy.h"
-#include "common/cgroup.h"
 #include "egress/egress_controller.h"
 #include "egress/spawn.h"
 #include "gtest/gtest.h"
@@ -105,6 +109,51 @@ inline std::string TestCgroupRoot() {
     return dir;
   }();
   return root;
+}
+
+// Whether a datagram reached l's UDP socket within two seconds (consumed).
+inline bool DatagramArrived(const Listener& l) {
+  pollfd p{.fd = l.udp.get(), .events = POLLIN, .revents = 0};
+  if (poll(&p, 1, 2000) != 1) return false;
+  char buf[64];
+  return recv(l.udp.get(), buf, sizeof(buf), MSG_DONTWAIT) >= 0;
+}
+
+// Throws away whatever earlier attempts left queued on l's UDP socket.
+inline void DrainDatagrams(const Listener& l) {
+  char buf[64];
+  while (recv(l.udp.get(), buf, sizeof(buf), MSG_DONTWAIT) >= 0) {
+  }
+}
+
+// What a net_probe exit status means, for failure messages: a hook that
+// fails open shows as "connected" or "timed out", said as such.
+inline std::string ProbeOutcome(int status) {
+  switch (status) {
+    case 0:
+      return "went through (connected or sent)";
+    case EINPROGRESS:
+    case ETIMEDOUT:
+    case EAGAIN:
+      return "timed out (the SYN went out and was dropped)";
+    case 128 + SIGALRM:
+      return "hung (net_probe killed after 30 s)";
+    case -1:
+      return "the probe could not be run";
+  }
+  if (status > 100 && status < 200) {
+    return absl::StrCat("setup failed before the attempt: ",
+                        strerror(status - 100));
+  }
+  return absl::StrCat("errno ", status, " (", strerror(status), ")");
+}
+
+// EXPECT_TRUE(IsEperm(Probe(...))): passes on EPERM, else says what the
+// attempt did instead ("connected/timed out instead of EPERM").
+inline ::testing::AssertionResult IsEperm(int status) {
+  if (status == EPERM) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << ProbeOutcome(status) << " instead of EPERM";
 }
 
 // SANDFENCE_NET_PROBE overrides the build-time path (the VM suite copies

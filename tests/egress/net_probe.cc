@@ -1,10 +1,14 @@
 // net_probe: makes exactly one network attempt and reports how it went, for
 // the egress tests to run inside sandboxes.
 //
-//   net_probe [--fork] [--join-cgroup DIR] [--repeat N] OP ADDR PORT
+//   net_probe [--fork] [--join-cgroup DIR] [--repeat N] [--pause-fds R W]
+//             OP ADDR PORT
 //
 // OP: tcp-connect, udp-connect, udp-sendto, udp6-hopopts, udp-sendmmsg,
 //     tcp-fastopen,
+//     udp-connected-send (connect, send one datagram, write a byte to W,
+//     read one from R, send again: the second send's errno; 100 + errno
+//     when the setup failed),
 //     uring-connect, raw-socket, packet-socket, mptcp-socket,
 //     udp-query, udp-connected-query, tcp-query (a DNS client's view: the
 //     answer, and the peer, must be the address it asked; 96 when
@@ -15,6 +19,11 @@
 // into a (nested) cgroup first; --repeat N --want E makes N attempts and
 // exits 0 only if every one of them ended with errno E (0 = success), else
 // 99 after printing the first mismatch.
+//
+// A forbidden TCP connect that a fail-open hook lets through either
+// connects (0) or, when the backstop drops its SYN, times out after 2 s
+// (EINPROGRESS): never a 2-minute wait. A single attempt that hangs anyway
+// is killed by SIGALRM after 30 s.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
@@ -68,11 +77,14 @@ bool ParseTarget(const char* host, const char* port, Target* t) {
 
 int Errno() { return errno ? errno : 255; }
 
-// A hook that fails open lets the SYN out; if something then drops it, a
-// blocking connect would retry for ~2 minutes. 5 s is plenty on loopback,
-// and the test fails at once with EINPROGRESS instead of EPERM.
+// A hook that fails open lets the SYN out; if the backstop then drops it, a
+// blocking connect would retry for ~2 minutes. On loopback a handshake
+// completes within the connect call, so 2 s is plenty, and the test fails
+// at once with EINPROGRESS instead of EPERM.
+constexpr int kConnectTimeoutSeconds = 2;
+
 void ShortConnectTimeout(int s) {
-  timeval tv{.tv_sec = 5, .tv_usec = 0};
+  timeval tv{.tv_sec = kConnectTimeoutSeconds, .tv_usec = 0};
   setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
@@ -148,6 +160,7 @@ int UdpSendmmsg(const Target& t) {
 int TcpFastOpen(const Target& t) {
   int s = socket(t.family, SOCK_STREAM, 0);
   if (s < 0) return Errno();
+  ShortConnectTimeout(s);
   const char msg[] = "sandfence";
   ssize_t n = sendto(s, msg, sizeof(msg), MSG_FASTOPEN,
                      reinterpret_cast<const sockaddr*>(&t.addr), t.len);
@@ -178,26 +191,72 @@ int UringConnect(const Target& t) {
   unsigned* tail = reinterpret_cast<unsigned*>(sq + p.sq_off.tail);
   unsigned* mask = reinterpret_cast<unsigned*>(sq + p.sq_off.ring_mask);
   unsigned* array = reinterpret_cast<unsigned*>(sq + p.sq_off.array);
-  unsigned idx = *tail & *mask;
-  io_uring_sqe* sqe = &sqes[idx];
-  std::memset(sqe, 0, sizeof(*sqe));
-  sqe->opcode = IORING_OP_CONNECT;
-  sqe->fd = s;
-  sqe->addr = reinterpret_cast<unsigned long>(&t.addr);
-  sqe->off = t.len;
-  array[idx] = idx;
-  __atomic_store_n(tail, *tail + 1, __ATOMIC_RELEASE);
-  if (syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS, nullptr,
+  // The connect, linked to a timeout (SO_SNDTIMEO does not bound an
+  // io_uring connect): a SYN that a fail-open hook let out and the backstop
+  // dropped ends the connect with ECANCELED after 2 s, not minutes later.
+  __kernel_timespec timeout{.tv_sec = kConnectTimeoutSeconds, .tv_nsec = 0};
+  unsigned first = *tail;
+  for (unsigned n = 0; n < 2; ++n) {
+    unsigned idx = (first + n) & *mask;
+    io_uring_sqe* sqe = &sqes[idx];
+    std::memset(sqe, 0, sizeof(*sqe));
+    if (n == 0) {
+      sqe->opcode = IORING_OP_CONNECT;
+      sqe->flags = IOSQE_IO_LINK;
+      sqe->fd = s;
+      sqe->addr = reinterpret_cast<unsigned long>(&t.addr);
+      sqe->off = t.len;
+      sqe->user_data = 1;
+    } else {
+      sqe->opcode = IORING_OP_LINK_TIMEOUT;
+      sqe->fd = -1;
+      sqe->addr = reinterpret_cast<unsigned long>(&timeout);
+      sqe->len = 1;
+      sqe->user_data = 2;
+    }
+    array[idx] = idx;
+  }
+  __atomic_store_n(tail, first + 2, __ATOMIC_RELEASE);
+  if (syscall(__NR_io_uring_enter, ring, 2, 2, IORING_ENTER_GETEVENTS, nullptr,
               0) < 0) {
     return Errno();
   }
   unsigned* cq_head = reinterpret_cast<unsigned*>(cq + p.cq_off.head);
+  unsigned* cq_tail = reinterpret_cast<unsigned*>(cq + p.cq_off.tail);
   unsigned* cq_mask = reinterpret_cast<unsigned*>(cq + p.cq_off.ring_mask);
   auto* cqes = reinterpret_cast<io_uring_cqe*>(cq + p.cq_off.cqes);
-  int res = cqes[*cq_head & *cq_mask].res;
+  int res = -EIO;
+  unsigned end = __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE);
+  for (unsigned h = *cq_head; h != end; ++h) {
+    const io_uring_cqe& cqe = cqes[h & *cq_mask];
+    if (cqe.user_data == 1) res = cqe.res;
+  }
   close(ring);
   close(s);
+  if (res == -ECANCELED) return ETIMEDOUT;
   return res == 0 ? 0 : -res;
+}
+
+// Reaches only the backstop once the phase changes under it: a connected
+// UDP socket's datagrams carry no address, so sendmsg4/6 do not judge them.
+int UdpConnectedSend(const Target& t, int resume_fd, int ready_fd) {
+  if (resume_fd < 0 || ready_fd < 0) return 254;
+  int s = socket(t.family, SOCK_DGRAM, 0);
+  if (s < 0) return 100 + Errno();
+  if (connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len) != 0 ||
+      send(s, "first", 5, 0) < 0) {
+    int err = Errno();
+    close(s);
+    return 100 + err;
+  }
+  char b = 'r';
+  if (write(ready_fd, &b, 1) != 1 || read(resume_fd, &b, 1) != 1) {
+    close(s);
+    return 253;
+  }
+  int err = send(s, "second", 6, 0) < 0 ? Errno() : 0;
+  close(s);
+  return err;
 }
 
 // Whether a peer or source address is the target, as a DNS client checks.
@@ -342,6 +401,8 @@ int PacketSocket(const Target&) {
   return 0;
 }
 
+int g_resume_fd = -1, g_ready_fd = -1;
+
 int RunOp(const std::string& op, const Target& t) {
   errno = 0;
   if (op == "tcp-connect") return TcpConnect(t);
@@ -358,6 +419,9 @@ int RunOp(const std::string& op, const Target& t) {
   if (op == "udp-connected-query") return UdpQuery(t, true);
   if (op == "tcp-query") return TcpQuery(t);
   if (op == "udp6only-connect") return Udp6OnlyConnect(t);
+  if (op == "udp-connected-send") {
+    return UdpConnectedSend(t, g_resume_fd, g_ready_fd);
+  }
   std::fprintf(stderr, "net_probe: unknown op %s\n", op.c_str());
   return 254;
 }
@@ -391,6 +455,9 @@ int main(int argc, char** argv) {
       repeat = std::atol(argv[++i]);
     } else if (flag == "--want" && i + 1 < argc) {
       want = std::atoi(argv[++i]);
+    } else if (flag == "--pause-fds" && i + 2 < argc) {
+      g_resume_fd = std::atoi(argv[++i]);
+      g_ready_fd = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr, "net_probe: bad flag %s\n", argv[i]);
       return 254;
@@ -430,6 +497,8 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  // One attempt never takes this long; a hang is a failure of its own.
+  alarm(30);
   int err = RunOp(argv[i], t);
   if (err != 0)
     std::fprintf(stderr, "net_probe: %s: %s\n", argv[i], strerror(err));
