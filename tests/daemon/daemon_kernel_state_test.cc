@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -374,6 +375,76 @@ TEST_F(DaemonKernelStateTest, ANestedSandboxNarrowsAndNeverWidens) {
   rmdir(inner_cg.c_str());
   made_.pop_back();
   ASSERT_TRUE(daemon_->End("outer", &ended).ok());
+}
+
+// `sandfence daemon --cleanup` as a user runs it, after the daemon stopped
+// (its rollouts stay enforced, pinned): the created sandbox's processes are
+// killed and its cgroup removed, the existing cgroup is left with nothing
+// attached, the pins and the state go, the records stay. While a daemon
+// runs, it refuses (75) and changes nothing.
+TEST_F(DaemonKernelStateTest, CleanupFromTheCommandLine) {
+  v1::StartRolloutResponse created;
+  ASSERT_TRUE(daemon_->Start(Request("clean-created"), &created).ok());
+  const std::string existing =
+      MakeCgroup(daemon_->dirs().cgroups + "/clean-existing");
+  v1::StartRolloutRequest req = Request("clean-existing");
+  req.mutable_sandbox()->set_cgroup_path(existing);
+  v1::StartRolloutResponse on_existing;
+  ASSERT_TRUE(daemon_->Start(req, &on_existing).ok());
+  absl::StatusOr<Cgroup> cg = Cgroup::Open(created.cgroup_path());
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  SpawnOptions spawn;
+  spawn.cgroup_fd = cg->fd();
+  spawn.argv = {"sleep", "60"};
+  absl::StatusOr<pid_t> sleeper = SpawnInCgroup(spawn);
+  ASSERT_TRUE(sleeper.ok()) << sleeper.status();
+
+  const DaemonDirs& d = daemon_->dirs();
+  const std::string cleanup =
+      absl::StrCat(SandfenceBinary(), " daemon --cleanup --pin-dir ", d.pin_dir,
+                   " --state-dir ", d.state(), " 2>&1");
+  auto run_cleanup = [&](std::string* out) {
+    FILE* p = popen(cleanup.c_str(), "r");
+    if (p == nullptr) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  };
+  std::string out;
+  EXPECT_EQ(run_cleanup(&out), 75) << "while the daemon runs: " << out;
+  EXPECT_EQ(kill(*sleeper, 0), 0) << out;
+  EXPECT_FALSE(AttachedPrograms(existing).empty()) << out;
+
+  daemon_->Stop(SIGTERM);
+  // Still enforced with no daemon: pinned.
+  EXPECT_EQ(ProbeIn(created.cgroup_path(), "tcp-connect", "127.0.0.4",
+                    forbidden_.port),
+            kDenied);
+  EXPECT_FALSE(AttachedPrograms(existing).empty());
+
+  out.clear();
+  EXPECT_EQ(run_cleanup(&out), 0) << out;
+  absl::StatusOr<int> status = WaitForExit(*sleeper);
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, 128 + SIGKILL) << "the created sandbox's process";
+  EXPECT_NE(access(created.cgroup_path().c_str(), F_OK), 0)
+      << "the created sandbox is still there";
+  EXPECT_EQ(access(existing.c_str(), F_OK), 0) << "an existing cgroup goes";
+  EXPECT_TRUE(AttachedPrograms(existing).empty()) << out;
+  EXPECT_NE(access(d.pin_dir.c_str(), F_OK), 0) << "the pins remain: " << out;
+  std::string states;  // the lock file may stay; no rollout's state
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(d.state(), ec)) {
+    const std::string name = e.path().filename();
+    if (name != ".lock") absl::StrAppend(&states, name, " ");
+  }
+  EXPECT_EQ(states, "") << "state left in " << d.state();
+  EXPECT_EQ(
+      access(absl::StrCat(d.records(), "/clean-created.record").c_str(), F_OK),
+      0)
+      << "the records stay";
 }
 
 }  // namespace
