@@ -852,17 +852,6 @@ TEST_F(DaemonTest, PythonExampleRunsAgainstTheDaemon) {
 namespace sandfence::testing {
 namespace {
 
-uint16_t FreeTcpPort() {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
-}
-
 std::string HttpGet(uint16_t port) {
   UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
@@ -881,12 +870,16 @@ std::string HttpGet(uint16_t port) {
   return out;
 }
 
+// The kernel picks the metrics port; the daemon's log names it.
 class DaemonMetricsTest : public DaemonTest {
  protected:
-  std::vector<std::string> Extra() override {
-    port_ = FreeTcpPort();
-    return {"--metrics-port", absl::StrCat(port_)};
+  void SetUp() override {
+    DaemonTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    port_ = daemon_->MetricsPort();
+    ASSERT_NE(port_, 0);
   }
+  std::vector<std::string> Extra() override { return {"--metrics-port", "0"}; }
   uint16_t port_ = 0;
 };
 
@@ -1017,9 +1010,14 @@ TEST_F(DaemonDnsMetricsTest, CountsQueriesLearnedAddressesAndLatency) {
 // own losses, if any, are the record's).
 class DaemonSlowWatcherTest : public DaemonTest {
  protected:
+  void SetUp() override {
+    DaemonTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    port_ = daemon_->MetricsPort();
+    ASSERT_NE(port_, 0);
+  }
   std::vector<std::string> Extra() override {
-    port_ = FreeTcpPort();
-    return {"--watch-queue", "16", "--metrics-port", absl::StrCat(port_)};
+    return {"--watch-queue", "16", "--metrics-port", "0"};
   }
   uint16_t port_ = 0;
 };

@@ -14,7 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -64,18 +67,26 @@ inline DaemonDirs MakeDaemonDirs(absl::string_view name) {
   return d;
 }
 
-// A loopback UDP port with nothing bound to it (bound once, then closed).
+// A loopback UDP port where nothing answers: a query gets ICMP port
+// unreachable (ECONNREFUSED) at once. Held for the test process's life by a
+// socket bound to it and connected elsewhere (127.0.0.1:9), so the kernel
+// delivers it nothing from anyone else and no other process can take the
+// port (a bound-then-closed port could be reused by then).
 inline uint16_t ClosedUdpPort() {
   static uint16_t port = [] {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);  // kept open
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0)
+        << strerror(errno);
     socklen_t len = sizeof(a);
     getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
+    const uint16_t bound = ntohs(a.sin_port);
+    a.sin_port = htons(9);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0)
+        << strerror(errno);
+    return bound;
   }();
   return port;
 }
@@ -200,6 +211,23 @@ class DaemonProcess {
     v1::ListRolloutsResponse resp;
     EXPECT_TRUE(stub_->ListRollouts(&ctx, {}, &resp).ok());
     return resp;
+  }
+
+  // The port of `--metrics-port 0`, as the daemon logs it (it starts
+  // serving metrics just after gRPC: waits for the line, bounded); 0 if
+  // it never says.
+  uint16_t MetricsPort() const {
+    static constexpr char kLine[] = "metrics on http://127.0.0.1:";
+    for (int i = 0; i < 500; ++i) {
+      const std::string log = Log();
+      if (size_t at = log.find(kLine); at != std::string::npos) {
+        return static_cast<uint16_t>(
+            std::strtoul(log.c_str() + at + sizeof(kLine) - 1, nullptr, 10));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "the daemon never said its metrics port:\n" << Log();
+    return 0;
   }
 
   std::string Log() const {

@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/cgroup.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
-#include "common/cgroup.h"
 #include "support/host_probe.h"
 #include "support/private_host.h"
 #include "support/test_env.h"
@@ -91,6 +93,29 @@ TEST(GuardController, NoEnforcerForThisKernelIsRejected) {
   }
 }
 
+// "Signal mode needs Linux 6.13+; older kernels are refused, not
+// weakened." The refusal comes from loading the programs (their kfuncs are
+// missing), not from a version number, so there is no version to inject:
+// this runs on the kernels that lack them (the VM suite's 6.1, 6.12 and
+// 5.10) and is skipped where the signal enforcer runs (here).
+TEST(GuardController, SignalModeWithoutItsKfuncsIsRejected) {
+  SANDFENCE_REQUIRE_ROOT();
+  const absl::Status& kfuncs =
+      sandfence::testing::HostKernelRunsSignalEnforcer();
+  if (kfuncs.ok()) {
+    GTEST_SKIP() << "the signal enforcer runs on this kernel (6.13+); the "
+                    "refusal runs in the VM suite";
+  }
+  absl::StatusOr<GuardController> guard =
+      GuardController::Create(testing::PrivateHost(), GuardMode::kSignal);
+  ASSERT_FALSE(guard.ok()) << "signal mode must refuse a kernel that lacks "
+                           << kfuncs.message();
+  EXPECT_EQ(RefusalOf(guard.status()), Refusal::kRejected) << guard.status();
+  EXPECT_EQ(ExitCodeFor(guard.status()), 78) << guard.status();
+  EXPECT_NE(guard.status().message().find("this kernel"), std::string::npos)
+      << guard.status();
+}
+
 TEST(GuardController, LsmModeLoadsLsmWhereItRuns) {
   SANDFENCE_REQUIRE_ROOT();
   SANDFENCE_REQUIRE_HOST(sandfence::testing::HostKernelRunsLsmEnforcer());
@@ -156,10 +181,14 @@ TEST(Cgroup, LevelAndIdOfANestedCgroup) {
   SANDFENCE_REQUIRE_ROOT();
   absl::StatusOr<std::string> root = FindCgroup2Mount();
   ASSERT_TRUE(root.ok()) << root.status();
-  std::string a = *root + "/sf-guard-level-test";
+  // This process's own names: a crashed earlier run's leftovers, or a
+  // concurrent one, cannot collide with them.
+  std::string a = absl::StrCat(*root, "/sf-guard-level-test-", ::getpid());
   std::string b = a + "/inner";
-  ASSERT_EQ(::mkdir(a.c_str(), 0755), 0);
-  ASSERT_EQ(::mkdir(b.c_str(), 0755), 0);
+  ::rmdir(b.c_str());
+  ::rmdir(a.c_str());
+  ASSERT_EQ(::mkdir(a.c_str(), 0755), 0) << a << ": " << strerror(errno);
+  ASSERT_EQ(::mkdir(b.c_str(), 0755), 0) << b << ": " << strerror(errno);
   absl::StatusOr<CgroupRef> cg = InspectCgroup(a + "/./inner/");
   ::rmdir(b.c_str());
   ::rmdir(a.c_str());

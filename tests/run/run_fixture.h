@@ -30,6 +30,7 @@ namespace sandfence::testing {
 struct Result {
   int status = -1;  // shell-style
   std::string out, err;
+  pid_t pid = -1;  // sandfence's: its sandbox is <cgroup2>/sandfence/run-<pid>
 };
 
 inline std::string ReadAll(int fd) {
@@ -109,6 +110,7 @@ class SandfenceProcess {
           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     r.status = status_;
+    r.pid = pid_;
     r.out = Slurp(out_path_);
     r.err = Slurp(err_path_);
     return r;
@@ -197,6 +199,7 @@ inline Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0,
   int status = 0;
   waitpid(pid, &status, 0);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.pid = pid;
   return r;
 }
 

@@ -121,11 +121,13 @@ int DaemonCommand(int argc, char** argv) {
       },
       /*repeatable=*/true);
   flags.AddValueFlag(
-      "metrics-port", "PORT", "serve Prometheus metrics on 127.0.0.1:PORT",
+      "metrics-port", "PORT",
+      "serve Prometheus metrics on 127.0.0.1:PORT (0: a free port, named "
+      "in the log)",
       [&](absl::string_view v) -> absl::Status {
         uint32_t port = 0;
-        if (!absl::SimpleAtoi(v, &port) || port == 0 || port > 65535) {
-          return Malformed("not a port in 1..65535");
+        if (!absl::SimpleAtoi(v, &port) || port > 65535) {
+          return Malformed("not a port in 0..65535");
         }
         options.metrics_port = static_cast<uint16_t>(port);
         return absl::OkStatus();

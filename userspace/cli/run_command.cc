@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "compile/compiler.h"
+#include "egress/egress_controller.h"
 #include "run/sandbox_run.h"
 
 namespace sandfence {
@@ -298,6 +299,13 @@ int DemoCommand(int argc, char** argv) {
   RunFlags flags;
   flags.policy.network_access = v1::MODEL_ONLY;
   flags.policy.endpoints.model.push_back(model_url);
+  // It connects over TCP only: on a kernel without the Unix socket hooks
+  // (before 6.7: Debian 12's own 6.1) a checked phase would be refused, so
+  // it runs unchecked there, as `--unix unchecked` would (the summary says
+  // so).
+  if (!KernelHasUnixHooks()) {
+    flags.policy.endpoints.unix_mode = v1::Unix::UNCHECKED;
+  }
   int code = kExitOk;
   absl::StatusOr<Selected> selected = CompileSelectedPhase(flags.policy, &code);
   if (!selected.ok()) return code;

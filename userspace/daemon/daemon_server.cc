@@ -233,10 +233,10 @@ absl::Status RunDaemon(const DaemonOptions& options) {
       manager->get(), listen_fd->get(), server.get(), refuser.get());
 
   std::unique_ptr<MetricsServer> metrics;
-  if (options.metrics_port != 0) {
+  if (options.metrics_port.has_value()) {
     RolloutManager* m = manager->get();
     absl::StatusOr<std::unique_ptr<MetricsServer>> started =
-        MetricsServer::Start(options.metrics_port,
+        MetricsServer::Start(*options.metrics_port,
                              [m] { return RenderMetrics(m->Metrics()); });
     if (!started.ok()) return started.status();
     metrics = *std::move(started);

@@ -4,6 +4,7 @@
 #define SANDFENCE_DAEMON_DAEMON_SERVER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -16,8 +17,9 @@ inline constexpr char kDefaultSocketPath[] = "/run/sandfence/sandfence.sock";
 struct DaemonOptions {
   ManagerOptions manager;
   std::string socket_path = kDefaultSocketPath;
-  // Prometheus endpoint on 127.0.0.1; 0 = off.
-  uint16_t metrics_port = 0;
+  // Prometheus endpoint on 127.0.0.1; none = off, 0 = a free port the
+  // kernel picks (the log names it).
+  std::optional<uint16_t> metrics_port;
   // Events held per WatchEvents caller before a slow one misses some.
   size_t watch_queue = 65536;
 };

@@ -129,9 +129,10 @@ const HookSpec kHookSpecs[] = {
 static_assert(std::size(kHookSpecs) == std::size(kEgressHooks),
               "every hook of kEgressHooks has a spec");
 
-// Whether the kernel has the cgroup Unix socket hooks (6.7+): a minimal
-// program for BPF_CGROUP_UNIX_CONNECT loads only where the attach type
-// exists.
+}  // namespace
+
+// A minimal program for BPF_CGROUP_UNIX_CONNECT loads only where the attach
+// type exists.
 bool KernelHasUnixHooks() {
   const bpf_insn insns[] = {
       {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 1},  // return 1 (allow)
@@ -143,6 +144,8 @@ bool KernelHasUnixHooks() {
                             &opts));
   return static_cast<bool>(fd);
 }
+
+namespace {
 
 const HookSpec* FindHookSpec(absl::string_view hook) {
   for (const HookSpec& h : kHookSpecs) {

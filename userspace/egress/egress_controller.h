@@ -82,6 +82,10 @@ inline constexpr const char* kEgressHooks[] = {
     "sendmsg6",     "skb_egress",   "recvmsg4",     "recvmsg6",
     "getpeername4", "getpeername6", "connect_unix", "sendmsg_unix"};
 
+// Whether the kernel has the cgroup Unix socket hooks (connect_unix,
+// sendmsg_unix: Linux 6.7+), probed by loading a program for them.
+bool KernelHasUnixHooks();
+
 class EgressController {
  public:
   // Loads the programs, or on a pinned host where this build's programs are
