@@ -299,11 +299,11 @@ int DemoCommand(int argc, char** argv) {
   RunFlags flags;
   flags.policy.network_access = v1::MODEL_ONLY;
   flags.policy.endpoints.model.push_back(model_url);
-  // It connects over TCP only: on a kernel without the Unix socket hooks
-  // (before 6.7: Debian 12's own 6.1) a checked phase would be refused, so
-  // it runs unchecked there, as `--unix unchecked` would (the summary says
-  // so).
-  if (!KernelHasUnixHooks()) {
+  // It connects over TCP only: where nothing judges Unix sockets (before
+  // 6.7 without BPF LSM: Debian 12's own 6.1 as it boots) a checked phase
+  // would be refused, so it runs unchecked there, as `--unix unchecked`
+  // would (the summary says so).
+  if (!KernelChecksUnixSockets()) {
     flags.policy.endpoints.unix_mode = v1::Unix::UNCHECKED;
   }
   int code = kExitOk;

@@ -145,6 +145,10 @@ bool KernelHasUnixHooks() {
   return static_cast<bool>(fd);
 }
 
+bool KernelChecksUnixSockets() {
+  return KernelHasUnixHooks() || ProbeBpfLsm().ok();
+}
+
 namespace {
 
 const HookSpec* FindHookSpec(absl::string_view hook) {

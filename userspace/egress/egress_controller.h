@@ -85,6 +85,9 @@ inline constexpr const char* kEgressHooks[] = {
 // Whether the kernel has the cgroup Unix socket hooks (connect_unix,
 // sendmsg_unix: Linux 6.7+), probed by loading a program for them.
 bool KernelHasUnixHooks();
+// Whether something here can judge a sandbox's Unix sockets: those hooks,
+// or BPF LSM (ProbeBpfLsm) for unix_stream_connect/unix_may_send.
+bool KernelChecksUnixSockets();
 
 class EgressController {
  public:
