@@ -37,6 +37,14 @@
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
+/* Test only, as in egress.bpf.c: the mutation run builds this object with
+ * -DSF_TEST_NEUTRALIZE=SF_HOOK_<HOOK> to show the Unix tests fail when
+ * that hook allows everything. 0 in every normal build. */
+#ifndef SF_TEST_NEUTRALIZE
+#define SF_TEST_NEUTRALIZE 0
+#endif
+#define SF_NEUTRALIZED(hook) (SF_TEST_NEUTRALIZE == (hook))
+
 /* The egress object's maps, reused by fd at load. */
 #include "egress/egress_shared_maps.bpf.h"
 #include "egress/egress_unix.bpf.h"
@@ -129,12 +137,16 @@ static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 SEC("cgroup/connect4")
 int sf_connect_unix(struct bpf_sock_addr *ctx)
 {
+	if (SF_NEUTRALIZED(SF_HOOK_CONNECT_UNIX))
+		return 1;
 	return sf_unix_hook(ctx, SF_HOOK_CONNECT_UNIX);
 }
 
 SEC("cgroup/sendmsg4")
 int sf_sendmsg_unix(struct bpf_sock_addr *ctx)
 {
+	if (SF_NEUTRALIZED(SF_HOOK_SENDMSG_UNIX))
+		return 1;
 	return sf_unix_hook(ctx, SF_HOOK_SENDMSG_UNIX);
 }
 
