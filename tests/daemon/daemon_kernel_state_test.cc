@@ -254,6 +254,8 @@ TEST_F(DaemonKernelStateTest, ARefusedStartOnAnExistingCgroupAttachesNothing) {
        "already has a record"},
       {"egress hook held by a foreign program", [](auto*) {},
        "attach skb_egress"},
+      {"the reason, not a privilege it has", [](auto*) {},
+       "attached there exclusively"},
   };
   int n = 0;
   for (const Case& c : cases) {

@@ -51,6 +51,20 @@ absl::Status LoadError(int err, absl::string_view what) {
       "log above says why"));
 }
 
+// Attaching to a cgroup: as root, EPERM is the cgroup refusing another
+// program on that hook, not missing privileges; as good as permanent.
+absl::Status AttachError(int err, absl::string_view what) {
+  if (err == EPERM && ::geteuid() == 0) {
+    return Rejected(absl::StrCat(
+        what, ": ", std::strerror(err), " (errno ", err,
+        "): the kernel refused another program on this cgroup hook, "
+        "usually because one is attached there exclusively (without "
+        "BPF_F_ALLOW_MULTI, e.g. by another agent); sandfence's programs "
+        "cannot run beside it"));
+  }
+  return LoadError(err, what);
+}
+
 // Whether cgroup_skb programs may call bpf_get_netns_cookie (Linux 6.14+),
 // found by loading one that does. libbpf_probe_bpf_helper() is not enough:
 // it takes any verifier message but "unknown func" for a yes, and 6.12 says
@@ -711,7 +725,7 @@ absl::StatusOr<UniqueFd> EgressController::AttachHook(
   UniqueFd link(
       bpf_link_create(prog_fd(h->hook), cgroup_fd, h->attach, nullptr));
   if (!link) {
-    return LoadError(
+    return AttachError(
         errno, absl::StrCat("attach ", h->hook, " to cgroup ", cgroup_path));
   }
   if (host_->pinned()) {
