@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -99,13 +100,24 @@ inline Listener Listen(const char* addr, uint16_t port = 0) {
   return l;
 }
 
-// A parent cgroup for one test binary's sandboxes, removed at the end.
+// A parent cgroup for one test binary's sandboxes, removed at the end: by
+// the suites that tear it down, and at exit for every other (ctest runs
+// each test in a process of its own, and suites without a teardown left
+// one empty sandfence-test-<pid> per process behind).
 inline std::string TestCgroupRoot() {
   static std::string root = [] {
     absl::StatusOr<std::string> mount = FindCgroup2Mount();
     if (!mount.ok()) return std::string();
     std::string dir = absl::StrCat(*mount, "/sandfence-test-", getpid());
     mkdir(dir.c_str(), 0755);
+    // Leaked: the exit handler runs after `root` is destroyed. Only the
+    // process that made it removes it (a forked child that exits must not
+    // take its parent's root away).
+    static const std::string* const at_exit = new std::string(dir);
+    static const pid_t owner = getpid();
+    std::atexit([] {
+      if (getpid() == owner) rmdir(at_exit->c_str());
+    });
     return dir;
   }();
   return root;
