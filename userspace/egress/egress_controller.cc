@@ -363,18 +363,8 @@ absl::Status EgressController::LoadOrOpen() {
   if (host_->pinned()) {
     if (absl::Status s = MakeDirs(progs_dir); !s.ok()) return s;
   }
-  auto keep_prog = [&](const std::string& name, int prog_fd) -> absl::Status {
-    UniqueFd fd = Dup(prog_fd);
-    if (!fd) return ErrnoError(errno, absl::StrCat("program ", name));
-    if (host_->pinned()) {
-      const std::string path = absl::StrCat(progs_dir, "/", name);
-      ::unlink(path.c_str());  // a half-pinned set from a process that died
-      if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
-        return ErrnoError(errno, absl::StrCat("pin ", path));
-      }
-    }
-    progs_.emplace(name, std::move(fd));
-    return absl::OkStatus();
+  auto keep_prog = [&](const std::string& name, int prog_fd) {
+    return KeepProg(progs_dir, name, prog_fd);
   };
   for (const HookSpec& h : kHookSpecs) {
     if (h.unix_program != nullptr) continue;
@@ -388,20 +378,25 @@ absl::Status EgressController::LoadOrOpen() {
   return AttachUnixHostProgs();
 }
 
+absl::Status EgressController::KeepProg(const std::string& progs_dir,
+                                        const std::string& name, int prog_fd) {
+  UniqueFd fd = Dup(prog_fd);
+  if (!fd) return ErrnoError(errno, absl::StrCat("program ", name));
+  if (host_->pinned()) {
+    const std::string path = absl::StrCat(progs_dir, "/", name);
+    ::unlink(path.c_str());  // a half-pinned set from a process that died
+    if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
+      return ErrnoError(errno, absl::StrCat("pin ", path));
+    }
+  }
+  progs_.emplace(name, std::move(fd));
+  return absl::OkStatus();
+}
+
 absl::Status EgressController::LoadUnix(const std::string& progs_dir) {
   if (unix_enforcer_ == UnixEnforcer::kNone) return absl::OkStatus();
-  auto keep_prog = [&](const std::string& name, int prog_fd) -> absl::Status {
-    UniqueFd fd = Dup(prog_fd);
-    if (!fd) return ErrnoError(errno, absl::StrCat("program ", name));
-    if (host_->pinned()) {
-      const std::string path = absl::StrCat(progs_dir, "/", name);
-      ::unlink(path.c_str());  // a half-pinned set from a process that died
-      if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
-        return ErrnoError(errno, absl::StrCat("pin ", path));
-      }
-    }
-    progs_.emplace(name, std::move(fd));
-    return absl::OkStatus();
+  auto keep_prog = [&](const std::string& name, int prog_fd) {
+    return KeepProg(progs_dir, name, prog_fd);
   };
   auto keep_maps = [&](bpf_object* obj,
                        absl::Span<const MapSlot> slots) -> absl::Status {

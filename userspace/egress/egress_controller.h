@@ -247,6 +247,10 @@ class EgressController {
   // Loads the Unix enforcer's object (the cgroup hooks or BPF LSM's) with
   // the egress maps it shares; unix_unavailable_ when the kernel refuses.
   absl::Status LoadUnix(const std::string& progs_dir);
+  // Keeps a loaded program's fd by name, pinned under progs_dir on a
+  // pinned host.
+  absl::Status KeepProg(const std::string& progs_dir, const std::string& name,
+                        int prog_fd);
   // Attaches the Unix enforcer's host-wide programs, or opens the pinned
   // links of another process.
   absl::Status AttachUnixHostProgs();
