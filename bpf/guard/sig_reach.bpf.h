@@ -18,8 +18,8 @@
  *     symlink, symlinkat  a target with a component proc, fd, stdin,
  *                         stdout or stderr (see docs/guard.md)
  *     unlink, unlinkat, rmdir, rename*, mkdir*, mknod*, link*, symlink*,
- *     truncate, chmod*, chown*, connect (AF_UNIX)   a protected object, by
- *                         path; ftruncate, fchmod, fchown by fd
+ *     truncate, chmod*, chown*, connect and bind (AF_UNIX)   a protected
+ *                         object, by path; ftruncate, fchmod, fchown by fd
  *     chdir               remembers the old working directory for its exit
  *   at exit (sf_exit_more, from sf_sig_exit's default case)
  *     creat               like open
@@ -43,7 +43,8 @@ static __always_inline void sf_judge_opened(struct task_struct *cur, long fd,
 					    long nr, struct pt_regs *regs);
 
 #define SF_AF_UNIX 1
-#define SF_SYS_CONNECT 3 /* socketcall() */
+#define SF_SYS_BIND 2 /* socketcall() */
+#define SF_SYS_CONNECT 3
 #define SF_PERF_FLAG_PID_CGROUP (1UL << 2)
 #define SF_PIDFD_SIGNAL_PROCESS_GROUP (1U << 2)
 #define SF_AT_EMPTY_PATH 0x1000
@@ -93,6 +94,7 @@ static __always_inline long sf_more_nr(bool compat, long id)
 		case SF_NR32_FCHOWNAT: return SF_NR_FCHOWNAT;
 		case SF_NR32_SOCKETCALL: return SF_NR32_SOCKETCALL;
 		case SF_NR32_CONNECT: return SF_NR_CONNECT;
+		case SF_NR32_BIND: return SF_NR_BIND;
 		case SF_NR32_CHDIR: return SF_NR_CHDIR;
 		case SF_NR32_NAME_TO_HANDLE_AT: return SF_NR_NAME_TO_HANDLE_AT;
 		case SF_NR32_CREAT: return SF_NR_CREAT;
@@ -140,6 +142,7 @@ static __always_inline long sf_more_nr(bool compat, long id)
 	case SF_NR_FCHOWN:
 	case SF_NR_FCHOWNAT:
 	case SF_NR_CONNECT:
+	case SF_NR_BIND:
 	case SF_NR_CHDIR:
 	case SF_NR_OPEN_TREE:
 	case SF_NR_NAME_TO_HANDLE_AT:
@@ -538,7 +541,7 @@ static __always_inline void sf_judge_prot_fd(struct task_struct *cur,
 }
 
 /*
- * connect(fd, addr, len) to a Unix socket at a path: the path to judge
+ * connect() or bind() of a Unix socket at a path: the path to judge
  * (sun_path), or 0 for anything else (an abstract name starts with a NUL).
  */
 static __always_inline __u64 sf_unix_path(__u64 uaddr, unsigned long addrlen)
@@ -636,15 +639,25 @@ static __always_inline void sf_judge_prot(struct task_struct *cur,
 		what = SF_WHAT_PROT_CONNECT;
 		p1 = sf_unix_path(a->a[1], a->a[2]);
 		break;
+	case SF_NR_BIND:
+		/* A socket file is a new name, like mknod's. */
+		what = SF_WHAT_PROT_CREATE;
+		p1 = sf_unix_path(a->a[1], a->a[2]);
+		break;
 	case SF_NR32_SOCKETCALL: {
-		/* ia32 socketcall(SYS_CONNECT, args): fd, addr, len as words. */
+		/* ia32 socketcall(SYS_*, args): fd, addr, len as words. */
 		__u32 args[3] = {};
 
-		if (a->a[0] != SF_SYS_CONNECT ||
+		if ((a->a[0] != SF_SYS_CONNECT && a->a[0] != SF_SYS_BIND) ||
 		    bpf_probe_read_user(args, sizeof(args), (void *)a->a[1]) != 0)
 			return;
-		what = SF_WHAT_PROT_CONNECT;
-		nr = SF_NR_CONNECT;
+		if (a->a[0] == SF_SYS_CONNECT) {
+			what = SF_WHAT_PROT_CONNECT;
+			nr = SF_NR_CONNECT;
+		} else {
+			what = SF_WHAT_PROT_CREATE;
+			nr = SF_NR_BIND;
+		}
 		p1 = sf_unix_path(args[1], args[2]);
 		break;
 	}
@@ -758,7 +771,7 @@ static __always_inline int sf_enter_more(struct pt_regs *regs, long id)
 	case SF_NR_LINKAT: case SF_NR_CHMOD: case SF_NR_FCHMOD:
 	case SF_NR_FCHMODAT: case SF_NR_FCHMODAT2: case SF_NR_CHOWN:
 	case SF_NR_LCHOWN: case SF_NR_FCHOWN: case SF_NR_FCHOWNAT:
-	case SF_NR_CONNECT: case SF_NR_CHDIR:
+	case SF_NR_CONNECT: case SF_NR_BIND: case SF_NR_CHDIR:
 	/* ia32, where not the same as an x86-64 number above */
 	case SF_NR32_KILL: case SF_NR32_TKILL: case SF_NR32_TGKILL:
 	case SF_NR32_RT_SIGQUEUEINFO: case SF_NR32_RT_TGSIGQUEUEINFO:
@@ -772,7 +785,7 @@ static __always_inline int sf_enter_more(struct pt_regs *regs, long id)
 	case SF_NR32_FCHMODAT: case SF_NR32_CHOWN16: case SF_NR32_CHOWN:
 	case SF_NR32_LCHOWN16: case SF_NR32_LCHOWN: case SF_NR32_FCHOWN16:
 	case SF_NR32_FCHOWN: case SF_NR32_SOCKETCALL:
-	case SF_NR32_CONNECT: case SF_NR32_CHDIR:
+	case SF_NR32_CONNECT: case SF_NR32_BIND: case SF_NR32_CHDIR:
 	/*
 	 * Not listed, being x86-64 numbers above: ia32 symlink (83, mkdir),
 	 * truncate (92), ftruncate (93), fchmod (94), mknodat (297),

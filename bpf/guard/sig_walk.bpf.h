@@ -34,6 +34,7 @@
  * judge, and their ia32 (int $0x80) counterparts where they differ.
  */
 #define SF_NR_CONNECT 42
+#define SF_NR_BIND 49
 #define SF_NR_KILL 62
 #define SF_NR_TRUNCATE 76
 #define SF_NR_FTRUNCATE 77
@@ -113,6 +114,7 @@
 #define SF_NR32_KCMP 349
 #define SF_NR32_RENAMEAT2 353
 #define SF_NR32_BPF 357
+#define SF_NR32_BIND 361
 #define SF_NR32_CONNECT 362
 
 #define SF_PATH_MAX 4096

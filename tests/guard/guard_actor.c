@@ -769,6 +769,22 @@ static long connect_unix(const char *path, int type)
 	return rc;
 }
 
+static long bind_unix(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	long rc;
+
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return rc;
+}
+
 /* Opens a path n times (audited reads), then once more a final path. */
 static long open_many(const char *path, long n, const char *final)
 {
@@ -970,6 +986,10 @@ int main(int argc, char **argv)
 		return report(link_file(argv[2], argv[3]));
 	if (!strcmp(a, "symlink") && argc == 4)
 		return report(symlink_make(argv[2], argv[3]));
+	if (!strcmp(a, "mkfifo") && argc == 3)
+		return report(mknod(argv[2], S_IFIFO | 0600, 0));
+	if (!strcmp(a, "bind") && argc == 3)
+		return report(bind_unix(argv[2]));
 	if (!strcmp(a, "connect") && argc == 3)
 		return report(connect_unix(argv[2], SOCK_STREAM));
 	if (!strcmp(a, "connect-dgram") && argc == 3)

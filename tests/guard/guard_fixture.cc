@@ -243,7 +243,8 @@ absl::Status ProtectedFiles::Reset() const {
     return ErrnoError(errno, absl::StrCat("put back ", prot_));
   }
   for (const std::string& stray :
-       {prot_ + "/new", prot_ + "/lnk", free_ + "/stolen", free_ + "/hard",
+       {prot_ + "/new", prot_ + "/lnk", prot_ + "/fifo", prot_ + "/new.sock",
+        free_ + "/stolen", free_ + "/hard",
         free_ + "/new", free_ + "/renamed"}) {
     ::unlink(stray.c_str());
   }

@@ -533,6 +533,18 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        {"chmod", "{prot}/pins"},
        SF_WHAT_PROT_SETATTR,
        SF_WHAT_PROT_SETATTR},
+      // A new name made by mknod (a FIFO here) or by bind() of a Unix
+      // socket: lsm's inode_mknod sees both; signal mode judges both calls.
+      {"mkfifo_in",
+       "mknod(<dir>/fifo, S_IFIFO)",
+       {"mkfifo", "{prot}/fifo"},
+       SF_WHAT_PROT_CREATE,
+       SF_WHAT_PROT_CREATE},
+      {"bind_socket_in",
+       "bind() a Unix socket at <dir>/new.sock",
+       {"bind", "{prot}/new.sock"},
+       SF_WHAT_PROT_CREATE,
+       SF_WHAT_PROT_CREATE},
       {"link_out",
        "link(state, elsewhere)",
        {"link", "{prot}/state", "{free}/hard"},
