@@ -14,6 +14,7 @@
 #define SANDFENCE_BPF_GUARD_GUARD_BPF_H_
 
 #include "guard/guard_abi.h"
+#include "guard/guard_mutant.h"
 
 #define SF_EPERM 1
 #define SF_SIGKILL 9

@@ -146,6 +146,7 @@ int BPF_PROG(sf_lsm_ptrace, struct task_struct *child, unsigned int mode,
 	struct sf_sandbox_ref sb;
 	int verdict;
 
+	SF_MUTANT_ALLOWS(sf_lsm_ptrace);
 	if (ret != 0)
 		return ret; /* never turn another LSM's denial into a grant */
 	cur = bpf_get_current_task_btf();
@@ -179,6 +180,7 @@ int BPF_PROG(sf_lsm_traceme, struct task_struct *parent, int ret)
 	struct sf_sandbox_ref sb;
 	int verdict;
 
+	SF_MUTANT_ALLOWS(sf_lsm_traceme);
 	if (ret != 0)
 		return ret;
 	cur = bpf_get_current_task_btf();
@@ -206,6 +208,7 @@ int BPF_PROG(sf_lsm_open, struct file *file, int ret)
 	struct inode *inode;
 	int verdict;
 
+	SF_MUTANT_ALLOWS(sf_lsm_open);
 	if (ret != 0)
 		return ret;
 	inode = BPF_CORE_READ(file, f_inode);
@@ -247,6 +250,7 @@ int BPF_PROG(sf_lsm_perm, struct inode *inode, int mask, int ret)
 	int verdict;
 	long nr;
 
+	SF_MUTANT_ALLOWS(sf_lsm_perm);
 	if (ret != 0)
 		return ret;
 	/* Called for every path component: the cheap tests first. */
@@ -303,6 +307,7 @@ int BPF_PROG(sf_lsm_kill, struct task_struct *p, struct kernel_siginfo *info,
 	__u64 cred = 0;
 	int verdict;
 
+	SF_MUTANT_ALLOWS(sf_lsm_kill);
 	if (ret != 0)
 		return ret;
 	if (sig == 0)
@@ -343,6 +348,7 @@ int BPF_PROG(sf_lsm_bpf, int cmd, union bpf_attr *attr, unsigned int size)
 	union sf_name16 name = {};
 	int verdict;
 
+	SF_MUTANT_ALLOWS(sf_lsm_bpf);
 	cur = bpf_get_current_task_btf();
 	if (!sf_find_sandbox(cur, &sb))
 		return 0;
@@ -378,6 +384,7 @@ int sf_lsm_perf(unsigned long long *ctx)
 	__u64 a0 = ctx[0], a1 = ctx[1], type;
 	int verdict;
 
+	SF_MUTANT_ALLOWS(sf_lsm_perf);
 	/*
 	 * Both slots read at constant offsets (the 6.1 verifier refuses a
 	 * computed ctx offset), then compared whole, never cast: where a slot
@@ -415,6 +422,7 @@ int BPF_PROG(sf_lsm_perf_task, struct perf_event *event, int ret)
 	struct sf_sandbox_ref sb;
 	int verdict;
 
+	SF_MUTANT_ALLOWS(sf_lsm_perf_task);
 	if (ret != 0)
 		return ret;
 	target = BPF_CORE_READ(event, hw.target);
@@ -462,6 +470,7 @@ static __always_inline int sf_lsm_protect(struct dentry *obj, __u32 what)
 SEC("lsm/inode_unlink")
 int BPF_PROG(sf_lsm_unlink, struct inode *dir, struct dentry *dentry, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_unlink);
 	if (ret != 0)
 		return ret;
 	return sf_lsm_protect(dentry, SF_WHAT_PROT_UNLINK);
@@ -470,6 +479,7 @@ int BPF_PROG(sf_lsm_unlink, struct inode *dir, struct dentry *dentry, int ret)
 SEC("lsm/inode_rmdir")
 int BPF_PROG(sf_lsm_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_rmdir);
 	if (ret != 0)
 		return ret;
 	return sf_lsm_protect(dentry, SF_WHAT_PROT_UNLINK);
@@ -480,6 +490,7 @@ SEC("lsm/inode_rename")
 int BPF_PROG(sf_lsm_rename, struct inode *old_dir, struct dentry *old_dentry,
 	     struct inode *new_dir, struct dentry *new_dentry, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_rename);
 	if (ret != 0)
 		return ret;
 	ret = sf_lsm_protect(old_dentry, SF_WHAT_PROT_RENAME);
@@ -494,6 +505,7 @@ int sf_lsm_setattr(unsigned long long *ctx)
 {
 	__u64 a0 = ctx[0], a1 = ctx[1];
 
+	SF_MUTANT_ALLOWS(sf_lsm_setattr);
 	/* Constant offsets only (see sf_lsm_perf). */
 	barrier_var(a0);
 	barrier_var(a1);
@@ -506,6 +518,7 @@ SEC("lsm/inode_create")
 int BPF_PROG(sf_lsm_create, struct inode *dir, struct dentry *dentry,
 	     umode_t mode, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_create);
 	if (ret != 0)
 		return ret;
 	return sf_lsm_protect(dentry, SF_WHAT_PROT_CREATE);
@@ -515,6 +528,7 @@ SEC("lsm/inode_mkdir")
 int BPF_PROG(sf_lsm_mkdir, struct inode *dir, struct dentry *dentry,
 	     umode_t mode, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_mkdir);
 	if (ret != 0)
 		return ret;
 	return sf_lsm_protect(dentry, SF_WHAT_PROT_CREATE);
@@ -525,6 +539,7 @@ SEC("lsm/inode_mknod")
 int BPF_PROG(sf_lsm_mknod, struct inode *dir, struct dentry *dentry,
 	     umode_t mode, dev_t dev, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_mknod);
 	if (ret != 0)
 		return ret;
 	return sf_lsm_protect(dentry, SF_WHAT_PROT_CREATE);
@@ -534,6 +549,7 @@ SEC("lsm/inode_symlink")
 int BPF_PROG(sf_lsm_symlink, struct inode *dir, struct dentry *dentry,
 	     const char *old_name, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_symlink);
 	if (ret != 0)
 		return ret;
 	return sf_lsm_protect(dentry, SF_WHAT_PROT_CREATE);
@@ -544,6 +560,7 @@ SEC("lsm/inode_link")
 int BPF_PROG(sf_lsm_link, struct dentry *old_dentry, struct inode *dir,
 	     struct dentry *new_dentry, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_link);
 	if (ret != 0)
 		return ret;
 	ret = sf_lsm_protect(old_dentry, SF_WHAT_PROT_CREATE);
@@ -556,6 +573,7 @@ int BPF_PROG(sf_lsm_link, struct dentry *old_dentry, struct inode *dir,
 SEC("lsm/file_open")
 int BPF_PROG(sf_lsm_wopen, struct file *file, int ret)
 {
+	SF_MUTANT_ALLOWS(sf_lsm_wopen);
 	if (ret != 0)
 		return ret;
 	if (!(BPF_CORE_READ(file, f_mode) & SF_FMODE_WRITE) &&
@@ -572,6 +590,7 @@ int BPF_PROG(sf_lsm_uconnect, struct sock *sock, struct sock *other,
 {
 	struct dentry *d;
 
+	SF_MUTANT_ALLOWS(sf_lsm_uconnect);
 	if (ret != 0)
 		return ret;
 	d = sf_unix_dentry(other);
@@ -586,6 +605,7 @@ int BPF_PROG(sf_lsm_usend, struct socket *sock, struct socket *other, int ret)
 {
 	struct dentry *d;
 
+	SF_MUTANT_ALLOWS(sf_lsm_usend);
 	if (ret != 0)
 		return ret;
 	d = sf_unix_dentry(BPF_CORE_READ(other, sk));

@@ -171,6 +171,7 @@ int BPF_PROG(sf_sig_enter, struct pt_regs *regs, long id)
 	struct sf_args args;
 	__u32 what;
 
+	SF_MUTANT_ALLOWS(sf_sig_enter);
 	/* The fast path: one compare chain for every other system call. */
 	switch (id) {
 	case SF_NR_PTRACE:
@@ -378,6 +379,7 @@ int BPF_PROG(sf_sig_exit, struct pt_regs *regs, long ret)
 	struct task_struct *cur;
 	long id;
 
+	SF_MUTANT_ALLOWS(sf_sig_exit);
 	if (ret < 0)
 		return 0;
 	/* A direct (BTF) load, not a probe-read helper: the fast path. */
@@ -428,6 +430,7 @@ int BPF_PROG(sf_sig_uring, void *ring, void *req, struct io_uring_cqe *cqe)
 	__u8 op = BPF_CORE_READ(r, opcode);
 	__s32 res;
 
+	SF_MUTANT_ALLOWS(sf_sig_uring);
 	if (op != bpf_core_enum_value(enum io_uring_op, IORING_OP_OPENAT) &&
 	    op != bpf_core_enum_value(enum io_uring_op, IORING_OP_OPENAT2))
 		return 0;
@@ -453,6 +456,7 @@ int BPF_PROG(sf_sig_fork, struct task_struct *parent, struct task_struct *child)
 	struct sf_sandbox_ref sb;
 	struct cgroup *cg;
 
+	SF_MUTANT_ALLOWS(sf_sig_fork);
 	if (!child || BPF_CORE_READ(child, cgroups) == BPF_CORE_READ(cur, cgroups))
 		return 0;
 	if (!sf_find_sandbox(cur, &sb))
@@ -487,6 +491,7 @@ int BPF_PROG(sf_sig_cfiles, struct task_struct *parent,
 	struct sf_sandbox_ref sb;
 	struct pt_regs *regs;
 
+	SF_MUTANT_ALLOWS(sf_sig_cfiles);
 	if (!child || child->files != parent->files ||
 	    child->tgid == parent->tgid)
 		return 0;
@@ -518,6 +523,7 @@ int BPF_PROG(sf_sig_unstop, int sig, struct kernel_siginfo *info,
 {
 	__u32 tid;
 
+	SF_MUTANT_ALLOWS(sf_sig_unstop);
 	if (sig != SF_SIGSTOP)
 		return 0;
 	tid = (__u32)bpf_get_current_pid_tgid();

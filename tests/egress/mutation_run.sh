@@ -23,9 +23,12 @@ trap 'rm -f "$log"' EXIT
 # The probes' own messages (stderr) would split gtest's failure blocks.
 "$suite" --gtest_color=no >"$log" 2>/dev/null
 status=$?
-failed=$(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_.]*\) (.*/\1/p' "$log" | sort -u)
+# A test's name (Suite.Test, or Prefix/Suite.Test/param for a table row,
+# followed by ", where GetParam() = ..."), never gtest's "N tests, listed".
+name='\([A-Za-z0-9_/]*\.[A-Za-z0-9_./]*\)[, ]'
+failed=$(sed -n "s/^\[  FAILED  \] $name.*/\1/p" "$log" | sort -u)
 passed=$(grep -c '^\[       OK \]' "$log")
-skipped=$(sed -n 's/^\[  SKIPPED \] \([A-Za-z0-9_.]*\) (.*/\1/p' "$log" | sort -u)
+skipped=$(sed -n "s/^\[  SKIPPED \] $name.*/\1/p" "$log" | sort -u)
 echo "mutation $hook: suite exit $status; $passed passed, $(echo "$failed" | grep -c .) failed, $(echo "$skipped" | grep -c .) skipped"
 for t in $failed; do
 	echo "  failed: $t"

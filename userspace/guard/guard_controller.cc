@@ -27,6 +27,12 @@
 #include "sf_guard_lsm.skel.h"
 #include "sf_guard_sig.skel.h"
 
+#ifdef SF_GUARD_TEST_MUTANT
+#include <cstdlib>
+
+#include "guard/guard_mutant.h"
+#endif
+
 namespace sandfence {
 namespace {
 
@@ -116,6 +122,28 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return names;
 }
 
+#ifdef SF_GUARD_TEST_MUTANT
+// The mutation run's build only (bpf/guard/guard_mutant.h): the program
+// SF_TEST_NEUTRALIZE names allows everything. A name that is no guard
+// program fails the load, so a typo cannot pass as a proven hook.
+template <typename S>
+absl::Status NeutralizeForTest(S* skel) {
+  const char* want = std::getenv("SF_TEST_NEUTRALIZE");
+  if (want == nullptr || *want == '\0') return absl::OkStatus();
+#define SF_GPROG_NAME(p) #p,
+  static constexpr const char* kNames[] = {"", SF_GUARD_PROGS(SF_GPROG_NAME)};
+#undef SF_GPROG_NAME
+  for (uint32_t id = 1; id < SF_GPROG_COUNT; ++id) {
+    if (std::strcmp(kNames[id], want) == 0) {
+      skel->rodata->sf_test_neutralize = id;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "SF_TEST_NEUTRALIZE=", want, ": no guard program of that name"));
+}
+#endif
+
 constexpr const char* kMapNames[] = {
     "sf_guarded", "sf_glost",     "sf_glevels", "sf_glost_other",
     "sf_grings",  "sf_procnames", "sf_gprot",   "sf_gprotn"};
@@ -148,6 +176,9 @@ absl::Status LoadEnforcer(
   if constexpr (std::is_same_v<S, sf_guard_lsm>) {
     if (absl::Status s = ConfigureHookArgs(skel.get()); !s.ok()) return s;
   }
+#ifdef SF_GUARD_TEST_MUTANT
+  if (absl::Status s = NeutralizeForTest(skel.get()); !s.ok()) return s;
+#endif
   if (int err = S::load(skel.get()); err != 0) {
     return LoadError(-err, absl::StrCat(name, " enforcer: load"), &log);
   }
