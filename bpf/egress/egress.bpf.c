@@ -60,6 +60,13 @@ const volatile __u64 sf_host_netns = 0;
  * the verifier prunes the call as dead code.
  */
 const volatile bool sf_skb_has_netns_cookie = false;
+/*
+ * Set by the controller where the cut iterators load (Linux 6.5+): an
+ * allowed connect marks its socket (sf_outbound), so that a phase switch
+ * finds what the sandbox opened, never what it accepted. Elsewhere the
+ * verifier prunes the call, and connect pays nothing for it.
+ */
+const volatile bool sf_mark_outbound = false;
 
 /* Where each sandbox's DNS queries go; no entry in a DNS-filtered phase
  * means its queries are denied. */
@@ -554,12 +561,21 @@ static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 	return sf_addr(ctx, &w, hook);
 }
 
+/* An allowed connect marks its socket as opened outward (sf_outbound). */
+static __always_inline int sf_connected(struct bpf_sock_addr *ctx, int verdict)
+{
+	if (verdict == 1 && sf_mark_outbound && ctx->sk)
+		bpf_sk_storage_get(&sf_outbound, ctx->sk, 0,
+				   BPF_SK_STORAGE_GET_F_CREATE);
+	return verdict;
+}
+
 SEC("cgroup/connect4")
 int sf_connect4(struct bpf_sock_addr *ctx)
 {
 	if (SF_NEUTRALIZED(SF_HOOK_CONNECT4))
 		return 1;
-	return sf_addr4(ctx, SF_HOOK_CONNECT4);
+	return sf_connected(ctx, sf_addr4(ctx, SF_HOOK_CONNECT4));
 }
 
 SEC("cgroup/connect6")
@@ -567,7 +583,7 @@ int sf_connect6(struct bpf_sock_addr *ctx)
 {
 	if (SF_NEUTRALIZED(SF_HOOK_CONNECT6))
 		return 1;
-	return sf_addr6(ctx, SF_HOOK_CONNECT6);
+	return sf_connected(ctx, sf_addr6(ctx, SF_HOOK_CONNECT6));
 }
 
 SEC("cgroup/sendmsg4")

@@ -427,4 +427,31 @@ struct sf_harness_in {
 };
 SF_STATIC_ASSERT(sizeof(struct sf_harness_in) == 40, "sf_harness_in layout");
 
+/*
+ * Connections cut at a phase switch (egress_cut.bpf.c). The reading thread
+ * asks (sf_cut_req, keyed by its thread id: several processes share the
+ * programs) and the iterator writes one sf_cut_entry per socket it
+ * destroyed, or would have (destroy_err < 0 when the kernel refused).
+ */
+struct sf_cut_request {
+	__u64 sandbox; /* the sandbox whose phase changed: its cgroup id */
+	__u32 level;   /* its cgroup's level */
+	__u32 pad;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_cut_request) == 16, "sf_cut_request layout");
+
+struct sf_cut_entry {
+	__u64 sandbox;     /* the sandbox whose rules deny the peer */
+	__u32 addr[4];     /* the peer; IPv4 in addr[0], network order */
+	__u16 port;        /* host order */
+	__u8 family;
+	__u8 protocol;
+	__u8 reason;       /* enum sf_reason of the denial */
+	__u8 state;        /* the socket's TCP state (UDP: 1, connected) */
+	__u16 pad;
+	__s32 destroy_err; /* bpf_sock_destroy's result: 0 cut */
+	__u32 pad2;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_cut_entry) == 40, "sf_cut_entry layout");
+
 #endif /* SANDFENCE_BPF_EGRESS_ABI_H */

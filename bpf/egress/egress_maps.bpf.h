@@ -7,7 +7,10 @@
 #ifndef SANDFENCE_BPF_EGRESS_MAPS_BPF_H
 #define SANDFENCE_BPF_EGRESS_MAPS_BPF_H
 
+/* The cut iterators (egress_cut.bpf.c) are built on vmlinux.h instead. */
+#ifndef __VMLINUX_H__
 #include <linux/bpf.h>
+#endif
 #include <bpf/bpf_helpers.h>
 
 #include "egress/egress_abi.h"
@@ -65,5 +68,17 @@ struct {
 	__type(key, struct sf_learned6_key);
 	__type(value, struct sf_learned_value);
 } sf_learned6 SEC(".maps");
+
+/*
+ * On a socket a sandbox's connect hook allowed to connect (TCP or UDP): it
+ * was opened outward, not accepted. A phase switch cuts only such sockets
+ * (egress_cut.bpf.c); the value is unused.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} sf_outbound SEC(".maps");
 
 #endif /* SANDFENCE_BPF_EGRESS_MAPS_BPF_H */

@@ -6,9 +6,11 @@
 #ifndef SANDFENCE_BPF_EGRESS_VERDICT_BPF_H
 #define SANDFENCE_BPF_EGRESS_VERDICT_BPF_H
 
+#ifndef __VMLINUX_H__
 #include <stdbool.h>
 #include <linux/in.h>
 #include <linux/socket.h>
+#endif
 #include <bpf/bpf_endian.h>
 
 #include "egress/egress_maps.bpf.h"

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <optional>
@@ -322,6 +323,88 @@ TEST_F(EgressE2eTest, BackstopStopsAConnectedSocketAfterAPhaseSwitch) {
     char buf[16];
     EXPECT_LT(recv(peer->udp.get(), buf, sizeof(buf), MSG_DONTWAIT), 0)
         << "the datagram sent after the switch arrived";
+  }
+}
+
+// Issue 15: a switch to a narrower phase cuts what the sandbox opened in
+// the wider one and the new phase forbids (a TCP connection, a connected
+// UDP socket), and only that: the model's connection, which the new phase
+// allows, lives on.
+TEST_F(EgressE2eTest, ASwitchCutsTheConnectionsTheNewPhaseForbids) {
+  if (!KernelCanCutSockets()) {
+    GTEST_SKIP() << "not cut here: " << controller_->cut_unavailable();
+  }
+  Cgroup sb = NewSandbox(Phase(v1::INHERIT, {}));
+  struct Held {
+    const char* what;
+    std::string op, addr;
+    uint16_t port;
+    int want;  // the probe's status after the switch
+    pid_t pid = -1;
+    UniqueFd resume_w, ready_r;
+  };
+  // A cut UDP socket is disconnected: its next send has no destination.
+  Held held[] = {
+      {"TCP to a host the new phase forbids", "tcp-connected-send",
+       "127.0.0.4", forbidden_.port, ECONNABORTED, -1, {}, {}},
+      {"TCP to the model", "tcp-connected-send", "127.0.0.2", model_.port, 0,
+       -1, {}, {}},
+      {"connected UDP to a forbidden host", "udp-connected-send", "127.0.0.4",
+       forbidden_.port, EDESTADDRREQ, -1, {}, {}},
+  };
+  for (Held& h : held) {
+    int resume[2], ready[2];
+    ASSERT_EQ(pipe2(resume, O_CLOEXEC), 0);
+    ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
+    UniqueFd resume_r(resume[0]), ready_w(ready[1]);
+    h.resume_w = UniqueFd(resume[1]);
+    h.ready_r = UniqueFd(ready[0]);
+    SpawnOptions o;
+    o.cgroup_fd = sb.fd();
+    o.argv = {NetProbePath(), "--pause-fds", std::to_string(resume_r.get()),
+              std::to_string(ready_w.get()), h.op, h.addr, Port(h.port)};
+    o.keep_fds = {resume_r.get(), ready_w.get()};
+    absl::StatusOr<pid_t> pid = SpawnInCgroup(o);
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    h.pid = *pid;
+    ready_w.reset();
+    pollfd p{.fd = h.ready_r.get(), .events = POLLIN, .revents = 0};
+    char b;
+    ASSERT_TRUE(poll(&p, 1, 10000) == 1 && read(h.ready_r.get(), &b, 1) == 1)
+        << h.what << ": not connected in the inherit phase";
+  }
+  ASSERT_TRUE(controller_
+                  ->SwitchPhase(sb.id(), ModelOnly(*this, model_.port,
+                                                   v6_.port, resolver_.port))
+                  .ok());
+  absl::StatusOr<std::vector<CutConnection>> cut =
+      controller_->CutConnections(sb.ref());
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  std::vector<std::string> got;
+  for (const CutConnection& c : *cut) {
+    EXPECT_EQ(c.sandbox, sb.id());
+    EXPECT_EQ(c.destroy_errno, 0) << c.peer.ToString();
+    EXPECT_EQ(c.reason, SF_REASON_NO_RULE);
+    got.push_back(absl::StrCat(ProtocolName(c.protocol), " ",
+                               c.peer.ToString(), ":", c.port));
+  }
+  std::sort(got.begin(), got.end());
+  const std::vector<std::string> want = {
+      absl::StrCat("tcp 127.0.0.4:", forbidden_.port),
+      absl::StrCat("udp 127.0.0.4:", forbidden_.port)};
+  EXPECT_EQ(got, want) << "the connections cut";
+  // Nothing is cut twice: a second walk finds nothing left to cut.
+  absl::StatusOr<std::vector<CutConnection>> again =
+      controller_->CutConnections(sb.ref());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->empty());
+  for (Held& h : held) {
+    ASSERT_EQ(write(h.resume_w.get(), "g", 1), 1);
+    absl::StatusOr<int> status = WaitForExit(h.pid);
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(*status, h.want)
+        << h.what << ": " << ProbeOutcome(*status) << ", not "
+        << ProbeOutcome(h.want);
   }
 }
 

@@ -8,7 +8,8 @@
 //     tcp-fastopen,
 //     udp-connected-send (connect, send one datagram, write a byte to W,
 //     read one from R, send again: the second send's errno; 100 + errno
-//     when the setup failed),
+//     when the setup failed), tcp-connected-send (the same over TCP; a
+//     pending socket error first: ECONNABORTED when it was cut),
 //     uring-connect, raw-socket, packet-socket, mptcp-socket,
 //     udp-query, udp-connected-query, tcp-query (a DNS client's view: the
 //     answer, and the peer, must be the address it asked; 96 when
@@ -259,6 +260,36 @@ int UdpConnectedSend(const Target& t, int resume_fd, int ready_fd) {
   return err;
 }
 
+// tcp-connected-send: connect, send, write a byte to W, read one from R;
+// then the socket's pending error if it has one (ECONNABORTED: destroyed
+// meanwhile), else the second send's errno (0: the connection lives).
+int TcpConnectedSend(const Target& t, int resume_fd, int ready_fd) {
+  if (resume_fd < 0 || ready_fd < 0) return 254;
+  int s = socket(t.family, SOCK_STREAM, 0);
+  if (s < 0) return 100 + Errno();
+  if (connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len) != 0 ||
+      send(s, "first", 5, MSG_NOSIGNAL) < 0) {
+    int err = Errno();
+    close(s);
+    return 100 + err;
+  }
+  char b = 'r';
+  if (write(ready_fd, &b, 1) != 1 || read(resume_fd, &b, 1) != 1) {
+    close(s);
+    return 253;
+  }
+  int pending = 0;
+  socklen_t len = sizeof(pending);
+  if (getsockopt(s, SOL_SOCKET, SO_ERROR, &pending, &len) == 0 &&
+      pending != 0) {
+    close(s);
+    return pending;
+  }
+  int err = send(s, "second", 6, MSG_NOSIGNAL) < 0 ? Errno() : 0;
+  close(s);
+  return err;
+}
+
 // Whether a peer or source address is the target, as a DNS client checks.
 bool SameAddress(const Target& t, const sockaddr_storage& got) {
   if (got.ss_family != t.family) return false;
@@ -419,6 +450,9 @@ int RunOp(const std::string& op, const Target& t) {
   if (op == "udp-connected-query") return UdpQuery(t, true);
   if (op == "tcp-query") return TcpQuery(t);
   if (op == "udp6only-connect") return Udp6OnlyConnect(t);
+  if (op == "tcp-connected-send") {
+    return TcpConnectedSend(t, g_resume_fd, g_ready_fd);
+  }
   if (op == "udp-connected-send") {
     return UdpConnectedSend(t, g_resume_fd, g_ready_fd);
   }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include "egress/egress_rules.h"
 #include "host/bpf_lsm.h"
 #include "sf_egress.skel.h"
+#include "sf_egress_cut.skel.h"
 #include "sf_egress_unix.skel.h"
 #include "sf_egress_unix_lsm.skel.h"
 
@@ -163,6 +165,19 @@ bool KernelChecksUnixSockets() {
   return KernelHasUnixHooks() || ProbeBpfLsm().ok();
 }
 
+// bpf_sock_destroy is a kfunc: the kernel has it when its BTF names it.
+bool KernelCanCutSockets() {
+  static const bool can = [] {
+    btf* vmlinux = btf__load_vmlinux_btf();
+    if (vmlinux == nullptr) return false;
+    const bool found =
+        btf__find_by_name_kind(vmlinux, "bpf_sock_destroy", BTF_KIND_FUNC) > 0;
+    btf__free(vmlinux);
+    return found;
+  }();
+  return can;
+}
+
 namespace {
 
 const HookSpec* FindHookSpec(absl::string_view hook) {
@@ -242,6 +257,7 @@ const EgressController::MapSlot EgressController::kMapSlots[] = {
     {"sf_dns_targets", &Maps::dns_targets},
     {"sf_learned4", &Maps::learned4},
     {"sf_learned6", &Maps::learned6},
+    {"sf_outbound", &Maps::outbound},
 };
 
 const EgressController::MapSlot EgressController::kUnixMapSlots[] = {
@@ -333,6 +349,7 @@ absl::Status EgressController::LoadOrOpen() {
     if (complete) {
       maps_ = std::move(maps);
       progs_ = std::move(progs);
+      if (absl::Status s = LoadCut(); !s.ok()) return s;
       return AttachUnixHostProgs();
     }
   }
@@ -343,6 +360,7 @@ absl::Status EgressController::LoadOrOpen() {
   if (!cookie.ok()) return cookie.status();
   skel->rodata->sf_host_netns = *cookie;
   skel->rodata->sf_skb_has_netns_cookie = SkbHasNetnsCookie();
+  skel->rodata->sf_mark_outbound = KernelCanCutSockets();
   if (absl::Status s = SetPinPaths(skel->obj); !s.ok()) return s;
   if (int err = sf_egress::load(skel.get()); err != 0) {
     if (host_->pinned() && (err == -EINVAL || -err == EINVAL)) {
@@ -375,7 +393,102 @@ absl::Status EgressController::LoadOrOpen() {
     }
   }
   if (absl::Status s = LoadUnix(progs_dir); !s.ok()) return s;
+  if (absl::Status s = LoadCut(); !s.ok()) return s;
   return AttachUnixHostProgs();
+}
+
+absl::Status EgressController::LoadCut() {
+  if (!KernelCanCutSockets()) {
+    cut_unavailable_ =
+        "this kernel cannot destroy sockets from BPF (bpf_sock_destroy, "
+        "Linux 6.5+)";
+    return absl::OkStatus();
+  }
+  Skeleton<sf_egress_cut> skel(sf_egress_cut::open());
+  if (!skel) return LoadError(errno, "open the cut iterators");
+  absl::StatusOr<uint64_t> cookie = CurrentNetnsCookie();
+  if (!cookie.ok()) return cookie.status();
+  skel->rodata->sf_host_netns = *cookie;
+  // Every map it shares with the hooks is theirs, by fd: the same
+  // sandboxes, rules and marks. Only its request map is its own.
+  bpf_map* map;
+  bpf_object__for_each_map(map, skel->obj) {
+    for (const MapSlot& m : kMapSlots) {
+      if (std::strcmp(bpf_map__name(map), m.name) != 0) continue;
+      if (int err = bpf_map__reuse_fd(map, (maps_.*(m.field)).get());
+          err != 0) {
+        return ErrnoError(-err, absl::StrCat("share map ", m.name));
+      }
+    }
+  }
+  if (sf_egress_cut::load(skel.get()) != 0) {
+    // The kernel has the kfunc but refuses the programs: switches say
+    // "not cut" with this, never pretend.
+    cut_unavailable_ = absl::StrCat(
+        "this kernel refuses sandfence's socket iterators: ",
+        std::strerror(errno));
+    return absl::OkStatus();
+  }
+  cut_tcp_ = Dup(bpf_program__fd(skel->progs.sf_cut_tcp));
+  cut_udp_ = Dup(bpf_program__fd(skel->progs.sf_cut_udp));
+  cut_req_ = Dup(bpf_map__fd(skel->maps.sf_cut_req));
+  if (!cut_tcp_ || !cut_udp_ || !cut_req_) {
+    return ErrnoError(errno, "keep the cut iterators");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CutConnection>> EgressController::CutConnections(
+    const CgroupRef& cgroup) {
+  if (!cut_tcp_) return absl::FailedPreconditionError(cut_unavailable_);
+  // The programs are shared by every thread of every driver: each asks
+  // under its own thread id, which the iterator runs as.
+  const uint32_t tid = static_cast<uint32_t>(::gettid());
+  const sf_cut_request req{.sandbox = cgroup.id, .level = cgroup.level, .pad = 0};
+  if (bpf_map_update_elem(cut_req_.get(), &tid, &req, BPF_ANY) != 0) {
+    return ErrnoError(errno, "cut: the request");
+  }
+  struct Drop {
+    int fd;
+    uint32_t tid;
+    ~Drop() { bpf_map_delete_elem(fd, &tid); }
+  } drop{cut_req_.get(), tid};
+  std::vector<CutConnection> out;
+  for (int prog : {cut_tcp_.get(), cut_udp_.get()}) {
+    UniqueFd link(bpf_link_create(prog, 0, BPF_TRACE_ITER, nullptr));
+    if (!link) return ErrnoError(errno, "cut: the iterator's link");
+    UniqueFd iter(bpf_iter_create(link.get()));
+    if (!iter) return ErrnoError(errno, "cut: the iterator");
+    std::string data;
+    char chunk[4096];
+    for (;;) {
+      const ssize_t n = ::read(iter.get(), chunk, sizeof(chunk));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoError(errno, "cut: read the iterator");
+      if (n == 0) break;
+      data.append(chunk, static_cast<size_t>(n));
+    }
+    if (data.size() % sizeof(sf_cut_entry) != 0) {
+      return absl::InternalError(absl::StrCat(
+          "cut: the iterator wrote ", data.size(),
+          " bytes, not a whole number of entries"));
+    }
+    for (size_t at = 0; at < data.size(); at += sizeof(sf_cut_entry)) {
+      sf_cut_entry e;
+      std::memcpy(&e, data.data() + at, sizeof(e));
+      CutConnection c;
+      c.sandbox = e.sandbox;
+      c.peer = IpAddress::FromBytes(e.family == AF_INET6 ? AF_INET6 : AF_INET,
+                                    reinterpret_cast<const uint8_t*>(e.addr));
+      c.port = e.port;
+      c.protocol = e.protocol;
+      c.tcp_state = e.state;
+      c.reason = static_cast<sf_reason>(e.reason);
+      c.destroy_errno = e.destroy_err < 0 ? -e.destroy_err : 0;
+      out.push_back(c);
+    }
+  }
+  return out;
 }
 
 absl::Status EgressController::KeepProg(const std::string& progs_dir,

@@ -36,6 +36,7 @@
 #include "compile/compiled_policy.h"
 #include "egress/egress_abi.h"
 #include "egress/learned_entries.h"
+#include "egress/net_event.h"
 #include "egress/rule_entries.h"
 #include "host/host_state.h"
 
@@ -85,6 +86,8 @@ inline constexpr const char* kEgressHooks[] = {
 // Whether the kernel has the cgroup Unix socket hooks (connect_unix,
 // sendmsg_unix: Linux 6.7+), probed by loading a program for them.
 bool KernelHasUnixHooks();
+// Whether a phase switch can cut connections here (bpf_sock_destroy, 6.5+).
+bool KernelCanCutSockets();
 // Whether something here can judge a sandbox's Unix sockets: those hooks,
 // or BPF LSM (ProbeBpfLsm) for unix_stream_connect/unix_may_send.
 bool KernelChecksUnixSockets();
@@ -118,6 +121,16 @@ class EgressController {
   absl::StatusOr<uint32_t> SwitchPhase(uint64_t cgroup_id,
                                        const CompiledPhase& phase,
                                        uint16_t phase_index = 0);
+
+  // After a switch to a narrower phase: destroys every TCP connection and
+  // connected UDP socket that the sandbox (cgroup at its level) opened and
+  // its phases in force no longer allow, in this thread's network
+  // namespace; returns them. FailedPrecondition (with cut_unavailable())
+  // where the kernel cannot (bpf_sock_destroy, Linux 6.5+).
+  absl::StatusOr<std::vector<CutConnection>> CutConnections(
+      const CgroupRef& cgroup);
+  // Why CutConnections cannot run here; "" where it can.
+  const std::string& cut_unavailable() const { return cut_unavailable_; }
 
   // Detaches and forgets one of this process's sandboxes (an adopted one
   // too); returns its final counters.
@@ -218,7 +231,7 @@ class EgressController {
   };
   struct Maps {
     UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings,
-        dns_targets, learned4, learned6;
+        dns_targets, learned4, learned6, outbound;
     // The unix objects' (-1 where nothing judges Unix sockets; unix_bound
     // only with the cgroup hooks).
     UniqueFd unix_rules, unix_protected, unix_bound;
@@ -247,6 +260,9 @@ class EgressController {
   // Loads the Unix enforcer's object (the cgroup hooks or BPF LSM's) with
   // the egress maps it shares; unix_unavailable_ when the kernel refuses.
   absl::Status LoadUnix(const std::string& progs_dir);
+  // Loads this process's cut iterators (egress_cut.bpf.c) on the egress
+  // maps; cut_unavailable_ where the kernel cannot destroy sockets.
+  absl::Status LoadCut();
   // Keeps a loaded program's fd by name, pinned under progs_dir on a
   // pinned host.
   absl::Status KeepProg(const std::string& progs_dir, const std::string& name,
@@ -285,6 +301,9 @@ class EgressController {
   UnixEnforcer unix_enforcer_ = UnixEnforcer::kNone;
   // Empty when a Unix enforcer is loaded; else why none is.
   std::string unix_unavailable_;
+  // The cut iterators (LoadCut), or why there are none.
+  UniqueFd cut_tcp_, cut_udp_, cut_req_;
+  std::string cut_unavailable_;
   // The links of UnixHostProgs() (see AttachUnixHostProgs).
   std::vector<UniqueFd> unix_host_links_;
   mutable absl::Mutex mu_;

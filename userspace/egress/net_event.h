@@ -42,6 +42,17 @@ struct NetEvent {
   bool is_unix() const { return unix_name.has_value(); }
 };
 
+// A connection a phase switch cut (EgressController::CutConnections).
+struct CutConnection {
+  uint64_t sandbox = 0;  // the sandbox whose phase denies the peer
+  IpAddress peer;
+  uint16_t port = 0;
+  uint8_t protocol = 0;      // IPPROTO_TCP or IPPROTO_UDP
+  uint8_t tcp_state = 0;     // TCP_ESTABLISHED, TCP_SYN_SENT, ...
+  sf_reason reason = SF_REASON_NO_RULE;
+  int destroy_errno = 0;     // 0: destroyed; else why the kernel refused
+};
+
 absl::StatusOr<NetEvent> DecodeNetEvent(const void* data, size_t size);
 
 absl::string_view HookName(sf_hook hook);
