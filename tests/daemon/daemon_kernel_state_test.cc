@@ -24,6 +24,7 @@
 #include "common/unique_fd.h"
 #include "daemon/daemon_fixture.h"
 #include "egress/egress_abi.h"
+#include "egress/egress_controller.h"
 #include "egress/egress_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -307,6 +308,14 @@ TEST_F(DaemonKernelStateTest, APhaseSwitchDeletesTheOldGenerationsRules) {
   ASSERT_TRUE(daemon_->SetPhase("gens", "agent", &switched).ok());
   const uint32_t agent = switched.generation();
   ASSERT_NE(agent, setup);
+  // The switch's cut ran (or says why it could not), and found nothing:
+  // the sandbox holds no connection.
+  if (KernelCanCutSockets()) {
+    EXPECT_EQ(switched.not_cut(), "");
+  } else {
+    EXPECT_THAT(switched.not_cut(), ::testing::HasSubstr("bpf_sock_destroy"));
+  }
+  EXPECT_EQ(switched.cut_size(), 0);
   ASSERT_TRUE(SandboxEntry(started.cgroup_id(), &entry));
   EXPECT_EQ(entry.generation, agent);
   EXPECT_EQ(RuleEntries(setup), 0) << "the old generation was left behind";

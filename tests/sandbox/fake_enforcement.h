@@ -188,6 +188,11 @@ class FakeEnforcement : public HostEnforcement {
   absl::StatusOr<uint32_t> SwitchEgress(uint64_t cgroup_id,
                                         const CompiledPhase& phase,
                                         uint16_t phase_index) override;
+  // Cuts nothing: the fake kernel has no sockets.
+  absl::StatusOr<std::vector<CutConnection>> CutConnections(
+      const CgroupRef& /*cgroup*/) override {
+    return std::vector<CutConnection>{};
+  }
   absl::StatusOr<SandboxCounters> DetachEgress(uint64_t cgroup_id) override;
   absl::StatusOr<SandboxCounters> EgressCounters(uint64_t cgroup_id) override;
   absl::StatusOr<AdoptedSandbox> AdoptEgress(uint64_t cgroup_id) override;

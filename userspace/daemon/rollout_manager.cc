@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -22,6 +23,7 @@
 #include "compile/compiler.h"
 #include "daemon/log.h"
 #include "egress/egress_abi.h"
+#include "egress/net_event.h"
 #include "guard/guard_record.h"
 #include "policy/policy_source.h"
 #include "policy/rollout_endpoints.h"
@@ -442,6 +444,15 @@ absl::StatusOr<v1::SetPhaseResponse> RolloutManager::SetPhase(
   out.set_previous_phase(change->previous);
   out.set_phase(change->phase);
   out.set_generation(change->generation);
+  for (const CutConnection& c : change->cut) {
+    v1::CutConnection* cut = out.add_cut();
+    cut->set_address(c.peer.ToString());
+    cut->set_port(c.port);
+    cut->set_protocol(ProtocolName(c.protocol));
+    cut->set_reason(std::string(ReasonName(c.reason)));
+    if (c.destroy_errno != 0) cut->set_error(std::strerror(c.destroy_errno));
+  }
+  out.set_not_cut(change->not_cut);
   if (!change->changed) return out;
   r->state.set_phase(change->phase);
   r->state.mutable_response()->set_generation(change->generation);

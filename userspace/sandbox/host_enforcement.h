@@ -63,6 +63,11 @@ class HostEnforcement {
   virtual absl::StatusOr<uint32_t> SwitchEgress(uint64_t cgroup_id,
                                                 const CompiledPhase& phase,
                                                 uint16_t phase_index) = 0;
+  // After a switch: destroys the connections the sandbox opened that its
+  // phase in force no longer allows, and returns them. FailedPrecondition,
+  // with the reason, where the host cannot (Linux before 6.5).
+  virtual absl::StatusOr<std::vector<CutConnection>> CutConnections(
+      const CgroupRef& cgroup) = 0;
   virtual absl::StatusOr<SandboxCounters> DetachEgress(uint64_t cgroup_id) = 0;
   virtual absl::StatusOr<SandboxCounters> EgressCounters(
       uint64_t cgroup_id) = 0;

@@ -172,6 +172,11 @@ absl::StatusOr<uint32_t> KernelEnforcement::SwitchEgress(
   return egress_->SwitchPhase(cgroup_id, phase, phase_index);
 }
 
+absl::StatusOr<std::vector<CutConnection>> KernelEnforcement::CutConnections(
+    const CgroupRef& cgroup) {
+  return egress_->CutConnections(cgroup);
+}
+
 absl::StatusOr<SandboxCounters> KernelEnforcement::DetachEgress(
     uint64_t cgroup_id) {
   return egress_->RemoveSandbox(cgroup_id);

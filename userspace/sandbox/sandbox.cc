@@ -483,6 +483,15 @@ absl::StatusOr<PhaseChange> Sandbox::SwitchPhase(absl::string_view name) {
     }
     generation_ = *generation;
     if (recorder_) recorder_->BindGeneration(generation_);
+    // New connections were judged by the new phase from the flip on; now
+    // the ones it forbids that are already open.
+    absl::StatusOr<std::vector<CutConnection>> cut =
+        host_->CutConnections(cgroup_);
+    if (cut.ok()) {
+      out.cut = *std::move(cut);
+    } else {
+      out.not_cut = std::string(cut.status().message());
+    }
   }
   phase_index_ = index;
   out.generation = generation_;

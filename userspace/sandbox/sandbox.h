@@ -88,6 +88,11 @@ struct PhaseChange {
   std::string phase;
   uint32_t generation = 0;
   bool changed = false;  // false: already in that phase (a retry)
+  // The connections the switch cut (what the sandbox opened before and the
+  // new phase forbids), or why none could be: not_cut is "" when the cut
+  // ran. The switch itself holds either way.
+  std::vector<CutConnection> cut;
+  std::string not_cut;
 };
 
 // What End knows when the sandbox is gone.
