@@ -57,7 +57,8 @@ struct Seen {
                    absl::string_view many = "attempts") const {
     std::string out = Plural(count, one, many);
     if (denied > 0) absl::StrAppend(&out, " (", denied, " denied)");
-    return absl::StrCat(out, " ", Tags(records));
+    if (!records.empty()) absl::StrAppend(&out, " ", Tags(records));
+    return out;
   }
 };
 
@@ -567,11 +568,14 @@ std::string PhaseLearning::Render() const {
       }
     }
     if (covered) continue;
+    std::vector<std::string> how;
+    for (const std::string& t : n.types) how.push_back(t);
     not_granted.push_back(absl::StrCat(
-        "asked, never connected to: ", qname, " ",
-        n.queries.Text("query", "queries"), " (", absl::StrJoin(n.types, ", "),
-        "; ", absl::StrJoin(n.verdicts, ", "),
-        "); to let it resolve: allow { host: ", Quote(qname), " port: PORT }"));
+        qname, ": asked ", n.queries.count, "x (", absl::StrJoin(how, ", "),
+        "; ", absl::StrJoin(n.verdicts, ", "), ") ", Tags(n.queries.records),
+        ", never connected to, so no port is known; to let it resolve: "
+        "allow { host: ",
+        Quote(qname), " port: PORT }"));
   }
   if (!not_granted.empty()) {
     absl::StrAppend(&out, "  # not granted:\n");
