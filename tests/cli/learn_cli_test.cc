@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "support/dns_server.h"
 #include "support/test_files.h"
@@ -172,6 +174,14 @@ TEST_F(LearnCli, SuggestedPolicyDeniesNothingAndOneHostFewerDeniesThatHost) {
                         "\"records\": [1], \"because\": \"no rule\"}"))
       << json;
   EXPECT_THAT(json.out, HasSubstr("\"attempts_would_deny\": 2")) << json;
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json.out, &parsed).ok())
+      << "not JSON:\n"
+      << json;
+  auto would_deny = parsed.fields().find("would_deny");
+  ASSERT_NE(would_deny, parsed.fields().end()) << json;
+  EXPECT_EQ(would_deny->second.list_value().values_size(), 2) << json;
 }
 
 TEST_F(LearnCli, SeveralRecordsFollowTheFlag) {

@@ -385,6 +385,32 @@ TEST(SuggestCommandTest, BadInputNamesTheFileOrThePhase) {
   }
 }
 
+TEST(SuggestCommandTest, ALossyRecordIsNamedInAWarning) {
+  auto dir = ScopedTempDir::Create();
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir->Path("cut.sfrec");
+  ASSERT_TRUE(RecordThreeHosts(path).ok());
+  // Cut inside the trailer, as a crash would leave it.
+  const std::string bytes = ReadAll(path);
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      << bytes.substr(0, bytes.size() - 7);
+  CommandOutput out = RunRecordsCommand({"suggest", path});
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_THAT(out.err,
+              HasSubstr(absl::StrCat("warning: ", path, ": lossy record")));
+  EXPECT_THAT(out.out, HasSubstr("(lossy: what it lost is not here)"));
+  // What was recorded before the cut is still learned.
+  EXPECT_THAT(out.out, HasSubstr("allow { host: \"b.test\""));
+  auto records = ReadRecordInputs({path});
+  ASSERT_TRUE(records.ok());
+  CompiledPolicy policy;
+  policy.name = "p";
+  auto report = ReplayRecords(policy, *records);
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->notes.size(), 1u);
+  EXPECT_THAT(report->notes[0], HasSubstr(path));
+}
+
 // The replay judges as the kernel and the DNS filter do: one row per case.
 TEST(ReplayTest, EachKindOfEntryIsJudgedAsTheKernelWouldJudgeIt) {
   CompiledPhase filtered;

@@ -376,7 +376,8 @@ std::string FormatReplayText(const ReplayReport& report,
                   " DNS queries");
   if (report.not_judged > 0) {
     absl::StrAppend(&out, "; ", report.not_judged,
-                    " not judged (overflow entries, or not the policy's)");
+                    " not judged (overflow entries, DNS questions that did not "
+                    "parse, attempts no policy decides)");
   }
   absl::StrAppend(&out, "\n");
   return out;
