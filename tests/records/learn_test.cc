@@ -385,6 +385,50 @@ TEST(SuggestCommandTest, BadInputNamesTheFileOrThePhase) {
   }
 }
 
+// A record is a file: whatever its strings hold, they never leave a
+// comment or a quoted string of the suggested policy.
+TEST(SuggestTest, HostileStringsInARecordStayInsideComments) {
+  const std::string evil =
+      "evil\nphase { name: \"x\" network_access: INHERIT }";
+  RecordInput in;
+  in.path = "a\nb.sfrec";
+  v1::RolloutRecord& r = in.record;
+  r.set_rollout_id("id\r\nname: \"y\"");
+  r.add_timeline()->set_name("agent");
+  v1::DnsQuery* q = r.add_dns_query();
+  q->set_phase("agent");
+  q->set_name(evil);
+  q->set_type_name("A\n}");
+  q->set_verdict("blocked");
+  q->set_count(1);
+  v1::NetAttempt* a = r.add_net_attempt();
+  a->set_phase("agent");
+  a->set_count(1);
+  a->set_protocol("unix");
+  a->set_address("/run/x\"\n.sock");
+  a->set_reason("no rule");
+  v1::NetAttempt* b = r.add_net_attempt();
+  b->set_phase("agent");
+  b->set_count(1);
+  b->set_protocol("tcp\nx");
+  b->set_address("127.0.0.3");
+  b->set_port(80);
+  b->set_reason("no sandbox\n}");
+  absl::StatusOr<std::string> text = SuggestPolicy({in}, {});
+  ASSERT_TRUE(text.ok()) << text.status();
+  absl::StatusOr<v1::PolicySet> policy = ParsePolicySetText(*text, "hostile");
+  ASSERT_TRUE(policy.ok()) << policy.status() << "\n" << *text;
+  ASSERT_EQ(policy->phase_size(), 1) << *text;
+  EXPECT_EQ(policy->phase(0).name(), "agent");
+  EXPECT_EQ(policy->phase(0).allow_size(), 0) << *text;
+  // A path may hold any byte but NUL: it is listed, escaped, as it was.
+  ASSERT_EQ(policy->phase(0).unix().allow_size(), 1) << *text;
+  EXPECT_EQ(policy->phase(0).unix().allow(0), "/run/x\"\n.sock");
+  for (char c : *text) {
+    EXPECT_TRUE(c == '\n' || (c >= 0x20 && c <= 0x7e)) << int{c};
+  }
+}
+
 TEST(SuggestCommandTest, ALossyRecordIsNamedInAWarning) {
   auto dir = ScopedTempDir::Create();
   ASSERT_TRUE(dir.ok());

@@ -76,12 +76,20 @@ std::vector<std::string> LossNotes(const std::vector<RecordInput>& records) {
     for (const v1::RecordWarning& w : in.record.warning()) {
       texts.push_back(w.text());
     }
-    notes.push_back(absl::StrCat(
+    notes.push_back(Printable(absl::StrCat(
         in.path, ": lossy record",
         texts.empty() ? "" : absl::StrCat(": ", absl::StrJoin(texts, "; ")),
-        " (what it lost is judged by nothing here)"));
+        " (what it lost is judged by nothing here)")));
   }
   return notes;
+}
+
+std::string Printable(absl::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
 }
 
 std::string AttemptDestination(absl::string_view protocol,

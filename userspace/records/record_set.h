@@ -49,6 +49,11 @@ std::vector<std::string> TimelinePhases(
 // warnings' texts), "" when none.
 std::vector<std::string> LossNotes(const std::vector<RecordInput>& records);
 
+// `text` with every byte outside printable ASCII as '?': record fields come
+// from a file, and what is printed for people (a terminal, a comment in a
+// policy) must not end a line or carry escape sequences.
+std::string Printable(absl::string_view text);
+
 // The text form of a destination: "127.0.0.3:80", "[::1]:80", or a Unix
 // socket's name.
 std::string AttemptDestination(absl::string_view protocol,

@@ -346,13 +346,13 @@ std::string FormatReplayText(const ReplayReport& report,
   TextTable inputs({"", "record", "rollout", "phases"});
   for (size_t r = 0; r < records.size(); ++r) {
     const v1::RolloutRecord& rec = records[r].record;
-    inputs.Add({RecordTag(r), records[r].path,
-                rec.rollout_id().empty() ? "?" : rec.rollout_id(),
-                PhasesOf(rec)});
+    inputs.Add({RecordTag(r), Printable(records[r].path),
+                rec.rollout_id().empty() ? "?" : Printable(rec.rollout_id()),
+                Printable(PhasesOf(rec))});
   }
   absl::StrAppend(&out, inputs.Render("  "));
   for (const std::string& note : report.notes) {
-    absl::StrAppend(&out, "warning: ", note, "\n");
+    absl::StrAppend(&out, "warning: ", Printable(note), "\n");
   }
   if (report.denied.empty()) {
     absl::StrAppend(&out, "\nwould deny: nothing\n");
@@ -362,11 +362,11 @@ std::string FormatReplayText(const ReplayReport& report,
         {"phase", "kind", "destination", "count", "records", "because"},
         {false, false, false, true, false, false});
     for (const WouldDeny& d : report.denied) {
-      table.Add({d.phase, d.kind,
-                 d.detail.empty()
-                     ? d.destination
-                     : absl::StrCat(d.destination, " (", d.detail, ")"),
-                 absl::StrCat(d.count), Tags(d.records), d.reason});
+      table.Add({Printable(d.phase), Printable(d.kind),
+                 Printable(d.detail.empty() ? d.destination
+                                            : absl::StrCat(d.destination, " (",
+                                                           d.detail, ")")),
+                 absl::StrCat(d.count), Tags(d.records), Printable(d.reason)});
     }
     absl::StrAppend(&out, table.Render("  "));
   }

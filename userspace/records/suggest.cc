@@ -222,7 +222,11 @@ absl::Status PhaseLearning::LearnModel() {
             rule.port_last() > 65535) {
           continue;  // not a rule any compiler wrote: nothing to learn
         }
-        model_urls_.insert(ModelUrl(rule));
+        const std::string url = ModelUrl(rule);
+        if (!ParseEndpointUrl(url).ok()) {
+          continue;  // an origin no compiler wrote: nothing to learn
+        }
+        model_urls_.insert(url);
         model_.rules.push_back(Rule{
             rule.protocol() == "udp" ? L4::kUdp : L4::kTcp, *dest,
             static_cast<uint16_t>(rule.port_first()),
@@ -511,7 +515,7 @@ std::string PhaseLearning::Render() const {
         by_protocol.size() > 1
             ? "ANY"
             : absl::AsciiStrToUpper(L4Name(by_protocol.front().first));
-    absl::StrAppend(&out, "  # ", comment, "\n  allow { host: ",
+    absl::StrAppend(&out, "  # ", Printable(comment), "\n  allow { host: ",
                     Quote(address ? addr.ToString() : name), " port: ", port,
                     " protocol: ", protocol, " }\n");
   }
@@ -580,7 +584,7 @@ std::string PhaseLearning::Render() const {
   if (!not_granted.empty()) {
     absl::StrAppend(&out, "  # not granted:\n");
     for (const std::string& line : not_granted) {
-      absl::StrAppend(&out, "  #   ", line, "\n");
+      absl::StrAppend(&out, "  #   ", Printable(line), "\n");
     }
   }
   absl::StrAppend(&out, "}\n");
@@ -618,8 +622,9 @@ absl::StatusOr<std::string> SuggestPolicy(
   for (size_t r = 0; r < records.size(); ++r) {
     const v1::RolloutRecord& rec = records[r].record;
     absl::StrAppend(
-        &out, "#   ", RecordTag(r), " ", records[r].path, "  rollout ",
-        rec.rollout_id().empty() ? "?" : rec.rollout_id(),
+        &out, "#   ", RecordTag(r), " ", Printable(records[r].path),
+        "  rollout ",
+        rec.rollout_id().empty() ? "?" : Printable(rec.rollout_id()),
         rec.lossy() ? "  (lossy: what it lost is not here)" : "", "\n");
   }
   absl::StrAppend(
