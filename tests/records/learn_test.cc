@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -23,6 +24,7 @@
 #include "records/suggest.h"
 #include "support/test_files.h"
 #include "tests/compile/fake_resolver.h"
+#include "tests/records/gym_rollout.h"
 #include "tests/records/learn_records.h"
 #include "tests/records/records_test_util.h"
 
@@ -637,6 +639,48 @@ TEST(ReplayTest, EachKindOfEntryIsJudgedAsTheKernelWouldJudgeIt) {
     EXPECT_EQ(v.outcome, c.outcome) << c.name << ": " << v.reason;
     EXPECT_EQ(v.reason, c.reason) << c.name;
   }
+}
+
+// The replay against the policy a record was made under gives back the
+// kernel's own verdicts: the gym rollout (inherit, model_and_tools and
+// model_only phases; rules, no rule, raw sockets, IPv6, DNS without a
+// filter, an attempt read after its phase ended) as the recorder wrote it.
+TEST(ReplayTest, ARecordReplayedAgainstItsOwnPolicyGivesTheKernelsVerdicts) {
+  auto dir = ScopedTempDir::Create();
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir->Path("gym.sfrec");
+  ASSERT_TRUE(RecordGymRollout(path, {.dns = true}).ok());
+  auto records = ReadRecordInputs({path});
+  ASSERT_TRUE(records.ok()) << records.status();
+  const v1::RolloutRecord& record = (*records)[0].record;
+  std::map<std::string, PhaseJudge> judges;
+  for (const v1::PhasePolicy& p : record.phase_policy()) {
+    absl::StatusOr<CompiledPhase> phase = FromPhasePolicy(p);
+    ASSERT_TRUE(phase.ok()) << phase.status();
+    absl::StatusOr<PhaseJudge> judge = PhaseJudge::Create(*phase);
+    ASSERT_TRUE(judge.ok()) << judge.status();
+    judges.emplace(p.name(), *std::move(judge));
+  }
+  int compared = 0, allowed = 0, denied = 0;
+  for (const v1::NetAttempt& a : record.net_attempt()) {
+    ASSERT_TRUE(judges.count(a.phase())) << a.phase();
+    ReplayVerdict v = judges.at(a.phase()).Attempt(a, LearnedAddresses());
+    ASSERT_NE(v.outcome, ReplayOutcome::kNotJudged) << a.DebugString();
+    const bool replay_allows = v.outcome == ReplayOutcome::kAllowed;
+    EXPECT_EQ(replay_allows, a.verdict() == v1::VERDICT_ALLOW)
+        << a.DebugString() << "replayed: " << v.reason;
+    ++compared;
+    (replay_allows ? allowed : denied)++;
+  }
+  // Both verdicts, in every kind the gym rollout has.
+  EXPECT_EQ(compared, record.net_attempt_size());
+  EXPECT_GE(allowed, 3);
+  EXPECT_GE(denied, 4);
+  // And what suggest makes of it is a policy (documentation addresses
+  // here: it is parsed, not compiled).
+  absl::StatusOr<std::string> text = SuggestPolicy(*records, {});
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_TRUE(ParsePolicySetText(*text, "gym").ok()) << *text;
 }
 
 TEST_F(LearnTest, PhasesOfTheRecordsMustBeThePolicysOrBeChosen) {

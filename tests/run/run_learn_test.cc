@@ -78,7 +78,8 @@ class RunLearnTest : public ::testing::Test {
 };
 
 TEST_F(RunLearnTest, ARecordedRunLearnsAPolicyThatDeniesNothingOfIt) {
-  // Learning: every name below .test on any port, the rest denied.
+  // Learning: every name below .test on any port, the rest denied (the
+  // command also tries an address by itself: denied, and learned too).
   const std::string learning = Write(
       "learning.textproto",
       absl::StrCat("name: \"learning\"\n"
@@ -95,12 +96,24 @@ TEST_F(RunLearnTest, ARecordedRunLearnsAPolicyThatDeniesNothingOfIt) {
       Query("a.test"), " && ", Query("b.test"), " && ", Query("c.test"), " && ",
       Connect("127.0.0.2", model_.port), " && ", Connect("127.0.0.3", a_.port),
       " && ", Connect("127.0.0.4", b_.port), " && ",
-      Connect("127.0.0.5", c_.port), " && echo all-connected");
+      Connect("127.0.0.5", c_.port), " && echo all-connected; ",
+      Connect("127.0.0.9", a_.port), " 2>/dev/null || echo denied-by-address");
   Result run = Sandfence({"run", learning, "--resolver",
                           dns_->address().ToString(), "--record", record,
                           "--guard", "off", "--", "bash", "-c", script});
   ASSERT_EQ(run.status, 0) << run.out << run.err;
   ASSERT_TRUE(absl::StrContains(run.out, "all-connected")) << run.out;
+  ASSERT_TRUE(absl::StrContains(run.out, "denied-by-address")) << run.out;
+
+  // The replay against the policy the run was made under gives back the
+  // kernel's verdicts: the one denial, nothing else.
+  const std::string denied = absl::StrCat("127.0.0.9:", a_.port);
+  Result self = Sandfence({"check", learning, "--resolver",
+                           dns_->address().ToString(), "--against", record});
+  EXPECT_EQ(self.status, 1) << self.out << self.err;
+  EXPECT_TRUE(absl::StrContains(self.out, denied)) << self.out;
+  EXPECT_TRUE(absl::StrContains(self.out, "summary: would deny 1 of "))
+      << self.out;
 
   Result suggest = Sandfence({"records", "suggest", record});
   ASSERT_EQ(suggest.status, 0) << suggest.err;
@@ -114,6 +127,9 @@ TEST_F(RunLearnTest, ARecordedRunLearnsAPolicyThatDeniesNothingOfIt) {
   }
   EXPECT_TRUE(absl::StrContains(
       suggest.out, absl::StrCat("model: \"http://127.0.0.2:", model_.port)))
+      << suggest.out;
+  EXPECT_TRUE(absl::StrContains(
+      suggest.out, absl::StrCat("allow { host: \"127.0.0.9\" port: ", a_.port)))
       << suggest.out;
   const std::string suggested = Write("suggested.textproto", suggest.out);
 
