@@ -82,6 +82,7 @@ std::vector<uint32_t> AttemptFolder::TakeDirty() {
   return out;
 }
 
+
 DnsQueryFolder::Result DnsQueryFolder::Add(const DnsQueryInfo& q,
                                            uint32_t phase_index,
                                            int64_t unix_ns) {

@@ -210,24 +210,22 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
     const bool whole_prefix = ReadLength(bytes, pos, &length, &prefix);
     if (!whole_prefix || length > bytes.size() - pos - prefix) {
       if (!header) break;  // said below: not a record
-      AddWarning(
-          &record, v1::WARNING_CUT,
-          absl::StrCat(
-              "record cut short: the file ends inside the entry that starts at "
-              "byte ",
-              pos, " (", bytes.size() - pos,
-              " of its bytes are there); "
-              "read up to byte ",
-              pos));
+      AddWarning(&record, v1::WARNING_CUT, absl::StrCat(
+          "record cut short: the file ends inside the entry that starts at "
+          "byte ",
+          pos, " (", bytes.size() - pos,
+          " of its bytes are there); "
+          "read up to byte ",
+          pos));
       break;
     }
     if (length > kMaxJournalEntryBytes) {
       if (!header) break;
       AddWarning(&record, v1::WARNING_CUT,
                  absl::StrCat("entry at byte ", pos, " claims ", length,
-                              " bytes: corrupt; read up to "
-                              "byte ",
-                              pos));
+                                      " bytes: corrupt; read up to "
+                                      "byte ",
+                                      pos));
       break;
     }
     v1::RecordJournalEntry entry;
@@ -236,9 +234,9 @@ absl::StatusOr<v1::RolloutRecord> ReadRecord(absl::string_view bytes) {
       if (!header) break;
       AddWarning(&record, v1::WARNING_CUT,
                  absl::StrCat("entry at byte ", pos,
-                              " does not parse: corrupt; read up to "
-                              "byte ",
-                              pos));
+                                      " does not parse: corrupt; read up to "
+                                      "byte ",
+                                      pos));
       break;
     }
     if (!header) {

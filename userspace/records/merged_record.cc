@@ -73,14 +73,15 @@ v1::RolloutRecord MergeRecordSegments(
       const std::string& guard_after = seg.enforcement().guard();
       if (guard_after != guard_before) {
         merged.mutable_enforcement()->set_guard(
-            absl::StrCat(merged.enforcement().guard(), "; from journal ", k + 1,
-                         ": ", guard_after));
+            absl::StrCat(merged.enforcement().guard(), "; from journal ",
+                         k + 1, ": ", guard_after));
       }
       const RecordSegment& prev = segments[k - 1];
       AddWarning(
           &merged, v1::WARNING_HANDOVER,
           absl::StrCat(
-              "handover: the sandfence process writing ", prev.path, " stopped",
+              "handover: the sandfence process writing ", prev.path,
+              " stopped",
               prev.stopped_unix_ns
                   ? absl::StrCat(" after its last write at ",
                                  FormatUnixNs(*prev.stopped_unix_ns))

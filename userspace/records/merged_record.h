@@ -28,8 +28,7 @@ struct RecordSegment {
 // the processes), the reader-side counts summed, a WARNING_HANDOVER per
 // gap, and the balance checked again over the whole. A merged record is
 // lossy: nothing proves a gap whole.
-v1::RolloutRecord MergeRecordSegments(
-    const std::vector<RecordSegment>& segments);
+v1::RolloutRecord MergeRecordSegments(const std::vector<RecordSegment>& segments);
 
 }  // namespace sandfence
 

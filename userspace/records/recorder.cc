@@ -8,8 +8,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
 #include "compile/unix_name.h"
+#include "common/status.h"
 #include "sandfence/version.h"
 
 namespace sandfence {
@@ -158,9 +158,10 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
               "phase ", p.name(), ": name rule \"", r.pattern(), "\" grant ",
               g.protocol(), " ", g.port_first(), "-", g.port_last()));
         }
-        rule.grants.push_back({g.protocol() == "tcp" ? L4::kTcp : L4::kUdp,
-                               static_cast<uint16_t>(g.port_first()),
-                               static_cast<uint16_t>(g.port_last())});
+        rule.grants.push_back(
+            {g.protocol() == "tcp" ? L4::kTcp : L4::kUdp,
+             static_cast<uint16_t>(g.port_first()),
+             static_cast<uint16_t>(g.port_last())});
       }
       phase.name_rules.push_back(std::move(rule));
     }
