@@ -14,6 +14,8 @@
 #include "common/status.h"
 #include "compile/compiler.h"
 #include "compile/format.h"
+#include "records/record_set.h"
+#include "records/replay.h"
 
 namespace sandfence {
 namespace {
@@ -27,7 +29,44 @@ constexpr char kUsage[] =
     "Exit status: 0 valid, 64 usage, 65 malformed, 66 unreadable file,\n"
     "75 unavailable (retry may help), 78 rejected (cannot be enforced).\n"
     "\n"
+    "With --against RECORD... it replays what the recorded rollouts did\n"
+    "(every network attempt and DNS query, per phase) against the compiled\n"
+    "policy and prints what it would deny, with counts and records. Exit\n"
+    "status then: 0 it would deny nothing, 1 it would deny some; 65 also for\n"
+    "a file that is not a record, 66 for one that cannot be read.\n"
+    "\n"
     "flags:\n";
+
+// Exit status of --against when the policy would deny something.
+constexpr int kExitWouldDeny = 1;
+
+// "--against A B C" -> "--against A --against B --against C": the records
+// follow the flag (up to the next flag); the flag parser takes one value.
+std::vector<std::string> ExpandAgainst(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  bool in_against = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      out.insert(out.end(), args.begin() + i, args.end());
+      break;
+    }
+    if (a == "--against") {
+      out.push_back(a);
+      if (i + 1 < args.size()) out.push_back(args[++i]);
+      in_against = true;
+      continue;
+    }
+    if (in_against && !a.empty() && a[0] != '-') {
+      out.push_back("--against");
+      out.push_back(a);
+      continue;
+    }
+    in_against = a.rfind("--against=", 0) == 0;
+    out.push_back(a);
+  }
+  return out;
+}
 
 void PrintRefusal(const absl::Status& status, bool json, int code) {
   std::string refusal(RefusalName(RefusalOf(status)));
@@ -49,8 +88,20 @@ int CheckCommand(int argc, char** argv) {
   FlagParser parser;
   RegisterPolicyFlags(&parser, &flags);
   parser.AddBoolFlag("json", "print JSON instead of text", &json);
+  std::vector<std::string> against;
+  parser.AddValueFlag(
+      "against", "RECORD...",
+      "replay these rollout records against the policy (the records follow "
+      "the flag; POLICY comes before it)",
+      [&against](absl::string_view path) {
+        if (path.empty()) return Malformed("a record path is needed");
+        against.emplace_back(path);
+        return absl::OkStatus();
+      },
+      /*repeatable=*/true);
 
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args =
+      ExpandAgainst(std::vector<std::string>(argv + 1, argv + argc));
   absl::StatusOr<FlagParser::Result> parsed = parser.Parse(args);
   if (parsed.ok() && parsed->help) {
     absl::PrintF("%s%s", kUsage, parser.Help());
@@ -89,6 +140,27 @@ int CheckCommand(int argc, char** argv) {
     }
   }
 
+  // Records before names are resolved: a bad record costs no DNS query.
+  std::vector<RecordInput> records;
+  if (!against.empty()) {
+    absl::StatusOr<std::vector<RecordInput>> read = ReadRecordInputs(against);
+    if (!read.ok()) {
+      const int code = RecordReadExitCode(read.status());
+      PrintRefusal(read.status(), json, code);
+      return code;
+    }
+    records = *std::move(read);
+    std::vector<std::string> names;
+    for (const v1::Phase& phase : policy->phase()) {
+      names.push_back(phase.name());
+    }
+    if (absl::Status s = CheckReplayPhases(names, records, flags.phase);
+        !s.ok()) {
+      absl::FPrintF(stderr, "sandfence check: usage: %s\n", s.message());
+      return kExitUsage;
+    }
+  }
+
   ResolverSetup setup = MakeResolverFromFlags(flags);
   PolicyCompiler compiler(setup.resolver.get(),
                           std::move(setup.system_resolvers));
@@ -99,10 +171,27 @@ int CheckCommand(int argc, char** argv) {
     PrintRefusal(compiled.status(), json, code);
     return code;
   }
-  std::string out = json ? FormatCompiledPolicyJson(*compiled)
-                         : FormatCompiledPolicyText(*compiled);
+  int code = kExitOk;
+  std::string out;
+  if (!records.empty()) {
+    absl::StatusOr<ReplayReport> report = ReplayRecords(*compiled, records);
+    if (!report.ok()) {
+      code = ExitCodeFor(report.status());
+      PrintRefusal(report.status(), json, code);
+      return code;
+    }
+    for (const std::string& note : report->notes) {
+      absl::FPrintF(stderr, "sandfence check: warning: %s\n", note);
+    }
+    out = json ? FormatReplayJson(*report, records)
+               : FormatReplayText(*report, records);
+    if (!report->denied.empty()) code = kExitWouldDeny;
+  } else {
+    out = json ? FormatCompiledPolicyJson(*compiled)
+               : FormatCompiledPolicyText(*compiled);
+  }
   std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? kExitOk : kExitSoftware;
+  return std::fflush(stdout) == 0 ? code : kExitSoftware;
 }
 
 }  // namespace sandfence

@@ -22,6 +22,7 @@ void PrintUsage(FILE* out) {
       "  run                  run a command in a sandbox under a policy\n"
       "  demo                 show enforcement: one allowed, one denied\n"
       "  records show PATH    show a rollout record file (--json for JSON)\n"
+      "  records suggest RECORD...  a policy learned from rollout records\n"
       "  daemon               serve the gRPC API to rollout frameworks (root)\n"
       "  rollouts             list the daemon's open rollouts\n"
       "  phase ROLLOUT PHASE  switch a rollout's phase\n"

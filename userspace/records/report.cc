@@ -8,12 +8,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/dns_names.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/dns_names.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "records/journal.h"
+#include "records/text_table.h"
 
 namespace sandfence {
 namespace {
@@ -21,43 +22,7 @@ namespace {
 using google::protobuf::Timestamp;
 using google::protobuf::util::TimeUtil;
 
-// Columns aligned with two spaces; numbers right-aligned.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header, std::vector<bool> right = {})
-      : right_(std::move(right)) {
-    right_.resize(header.size(), false);
-    rows_.push_back(std::move(header));
-  }
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-
-  std::string Render(absl::string_view indent) const {
-    std::vector<size_t> width(right_.size(), 0);
-    for (const auto& row : rows_) {
-      for (size_t i = 0; i < row.size(); ++i) {
-        width[i] = std::max(width[i], row[i].size());
-      }
-    }
-    std::string out;
-    for (const auto& row : rows_) {
-      std::string line(indent);
-      for (size_t i = 0; i < row.size(); ++i) {
-        if (i > 0) line += "  ";
-        const size_t pad = width[i] - row[i].size();
-        if (right_[i]) line.append(pad, ' ');
-        line += row[i];
-        if (!right_[i]) line.append(pad, ' ');
-      }
-      line.erase(line.find_last_not_of(' ') + 1);
-      absl::StrAppend(&out, line, "\n");
-    }
-    return out;
-  }
-
- private:
-  std::vector<bool> right_;
-  std::vector<std::vector<std::string>> rows_;
-};
+using Table = TextTable;
 
 // A record's times come from a file and may be anything: absl::Time holds
 // every Timestamp exactly, and its arithmetic saturates where nanoseconds
@@ -319,7 +284,6 @@ bool HasDns(const v1::RolloutRecord& r) {
   return r.dns_query_size() > 0 || l.dns_queries() > 0 ||
          l.dns_overflowed() > 0 || l.dns_dropped() > 0;
 }
-
 
 std::string Reply(const v1::DnsQuery& q) {
   if (q.unreplied() >= q.count() && q.count() > 0) return "no reply";

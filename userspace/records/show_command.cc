@@ -4,6 +4,7 @@
 #include "common/status.h"
 #include "records/journal.h"
 #include "records/report.h"
+#include "records/suggest_command.h"
 
 namespace sandfence {
 namespace {
@@ -12,6 +13,8 @@ constexpr int kExitNoInput = 66;  // sysexits EX_NOINPUT
 
 constexpr char kUsage[] =
     "usage: sandfence records show PATH [--json]\n"
+    "       sandfence records suggest RECORD... [--phase NAME] [--model "
+    "URL]...\n"
     "\n"
     "Prints the rollout record at PATH (written by sandfence run --record):\n"
     "the phase timeline, the denied destinations with counts, the allowed\n"
@@ -22,7 +25,10 @@ constexpr char kUsage[] =
     "jq '.count|tonumber').\n"
     "A record cut short (sandfence stopped mid-rollout) is read up to its\n"
     "last whole entry and shown with a warning.\n"
-    "Exit status: 0 shown, 64 usage, 65 not a record, 66 unreadable file.\n";
+    "Exit status: 0 shown, 64 usage, 65 not a record, 66 unreadable file.\n"
+    "\n"
+    "suggest prints the smallest policy that would have allowed what the\n"
+    "recorded rollouts did (sandfence records suggest --help).\n";
 
 CommandOutput Usage(absl::string_view problem) {
   return {kExitUsage, "",
@@ -35,6 +41,10 @@ CommandOutput RunRecordsCommand(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("a subcommand is needed");
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     return {kExitOk, kUsage, ""};
+  }
+  if (args[0] == "suggest") {
+    return RunSuggestCommand(
+        std::vector<std::string>(args.begin() + 1, args.end()));
   }
   if (args[0] != "show") {
     return Usage(absl::StrCat("unknown subcommand \"", args[0], "\""));
@@ -68,8 +78,7 @@ CommandOutput RunRecordsCommand(const std::vector<std::string>& args) {
   if (json) {
     // The text report lists its warnings; JSON readers get them here too.
     for (const v1::RecordWarning& w : record->warning()) {
-      absl::StrAppend(&out.err, "sandfence records: warning: ", w.text(),
-                      "\n");
+      absl::StrAppend(&out.err, "sandfence records: warning: ", w.text(), "\n");
     }
     absl::StatusOr<std::string> text = FormatRecordJson(*record);
     if (!text.ok()) {

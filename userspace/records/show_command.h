@@ -16,6 +16,7 @@ struct CommandOutput {
 
 // `sandfence records ARGS...`, args being what follows "records":
 //   show PATH [--json]   the report (text or JSON) of the record at PATH
+//   suggest RECORD...    a policy learned from records (suggest_command.h)
 //   --help, help         usage
 // Exit status (sysexits): 0 shown (a record cut short is shown too, with
 // its warnings on stderr), 64 usage, 65 not a record, 66 unreadable file.

@@ -1,0 +1,645 @@
+#include "records/suggest.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compile/endpoint.h"
+#include "compile/rules.h"
+#include "compile/unix_name.h"
+#include "egress/egress_abi.h"
+#include "egress/net_event.h"
+#include "policy/rollout_endpoints.h"
+
+namespace sandfence {
+namespace {
+
+std::string Quote(absl::string_view s) {
+  return absl::StrCat("\"", absl::CEscape(s), "\"");
+}
+
+std::string Plural(uint64_t n, absl::string_view one, absl::string_view many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
+std::string Tags(const std::set<size_t>& records) {
+  std::vector<std::string> tags;
+  for (size_t r : records) tags.push_back(RecordTag(r));
+  return absl::StrJoin(tags, " ");
+}
+
+// How many of what, and where from.
+struct Seen {
+  uint64_t count = 0;
+  uint64_t denied = 0;
+  std::set<size_t> records;
+
+  void Add(uint64_t n, bool was_denied, size_t record) {
+    count += n;
+    if (was_denied) denied += n;
+    records.insert(record);
+  }
+  void Merge(const Seen& o) {
+    count += o.count;
+    denied += o.denied;
+    records.insert(o.records.begin(), o.records.end());
+  }
+  // "3 attempts (2 denied) [1] [2]"
+  std::string Text(absl::string_view one = "attempt",
+                   absl::string_view many = "attempts") const {
+    std::string out = Plural(count, one, many);
+    if (denied > 0) absl::StrAppend(&out, " (", denied, " denied)");
+    if (!records.empty()) absl::StrAppend(&out, " ", Tags(records));
+    return out;
+  }
+};
+
+// A name the records' DNS queries asked.
+struct NameSeen {
+  Seen queries;
+  std::set<std::string> types;     // "A", "AAAA"
+  std::set<std::string> verdicts;  // "allowed", "blocked"
+};
+
+// One allow rule to be, before TCP and UDP are merged: a name, a wildcard
+// or an address, a protocol and a port.
+struct GrantKey {
+  bool address = false;  // names (and wildcards) first, then addresses
+  std::string name;
+  IpAddress addr;
+  uint16_t port = 0;
+  L4 protocol = L4::kTcp;
+
+  auto Tuple() const {
+    return std::make_tuple(address, name, addr, port,
+                           static_cast<int>(protocol));
+  }
+  friend bool operator<(const GrantKey& a, const GrantKey& b) {
+    return a.Tuple() < b.Tuple();
+  }
+  std::string Host() const { return address ? addr.ToString() : name; }
+};
+
+struct GrantSeen {
+  Seen attempts;
+  std::set<IpAddress> reached;    // the addresses the attempts went to
+  std::set<std::string> members;  // a wildcard's sibling names
+};
+
+// What the model grant covers: the records' model rules (or --model
+// literals), and --model names by the records' DNS answers.
+struct ModelMatch {
+  std::vector<Rule> rules;
+  std::vector<std::pair<std::string, uint16_t>> names;
+};
+
+std::string ModelUrl(const v1::CompiledRule& rule) {
+  std::string host = rule.origin().empty() ? rule.destination() : rule.origin();
+  if (absl::StrContains(host, ':')) host = absl::StrCat("[", host, "]");
+  return absl::StrCat("http://", host, ":", rule.port_first());
+}
+
+// The parent a wildcard would stand for ("x.test" of "a.x.test"), or ""
+// where none may: a single-label parent would be a top-level domain.
+std::string WildcardParent(const std::string& name) {
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos) return "";
+  std::string parent = name.substr(dot + 1);
+  if (parent.find('.') == std::string::npos) return "";
+  return parent;
+}
+
+bool IsPolicyHostName(const std::string& name) {
+  absl::StatusOr<std::string> n = NormalizeHostName(name);
+  return n.ok() && *n == name && !IsLocalhostName(name);
+}
+
+// Everything learned about one phase.
+class PhaseLearning {
+ public:
+  PhaseLearning(std::string name, const std::vector<RecordInput>& records,
+                const SuggestOptions& options)
+      : name_(std::move(name)), records_(records), options_(options) {}
+
+  absl::Status Learn();
+  std::string Render() const;
+
+ private:
+  void LearnQueries();
+  absl::Status LearnModel();
+  void LearnAttempt(size_t r, const v1::NetAttempt& a);
+  bool IsModel(size_t r, L4 protocol, const IpAddress& addr,
+               uint16_t port) const;
+  void BuildGrants();
+  void Note(const std::string& what, uint64_t n, bool denied, size_t r) {
+    notes_[what].Add(n, denied, r);
+  }
+
+  const std::string name_;
+  const std::vector<RecordInput>& records_;
+  const SuggestOptions& options_;
+
+  Seen recorded_attempts_;
+  Seen recorded_queries_;
+  std::map<std::string, NameSeen> names_;
+  // Per record: which names' answers held an address.
+  std::map<size_t, std::map<IpAddress, std::set<std::string>>> answered_;
+  std::set<std::string> model_urls_;
+  std::string model_from_;
+  ModelMatch model_;
+  Seen model_attempts_;
+  std::map<std::tuple<int, IpAddress, uint16_t>, Seen> destinations_;
+  std::map<GrantKey, GrantSeen> grants_;
+  std::map<std::string, Seen> unix_;
+  std::map<HostPort, Seen> resolvers_;
+  bool dns_filtered_ = false;  // some record ran this phase's DNS filtered
+  std::map<std::string, Seen> notes_;
+  std::vector<std::string> ran_as_;  // "[1] inherit"
+  std::vector<std::string> warnings_;
+};
+
+void PhaseLearning::LearnQueries() {
+  for (size_t r = 0; r < records_.size(); ++r) {
+    for (const v1::DnsQuery& q : records_[r].record.dns_query()) {
+      if (q.phase() != name_) continue;
+      dns_filtered_ = true;
+      recorded_queries_.Add(q.count(), q.verdict() != "allowed", r);
+      if (q.overflow() || q.name().empty()) {
+        Note(q.overflow() ? "DNS queries in overflow entries: no name kept"
+                          : "DNS questions that did not parse",
+             q.count(), q.verdict() != "allowed", r);
+        continue;
+      }
+      NameSeen& n = names_[q.name()];
+      n.queries.Add(q.count(), q.verdict() != "allowed", r);
+      n.types.insert(q.type_name().empty() ? absl::StrCat("TYPE", q.type())
+                                           : q.type_name());
+      n.verdicts.insert(q.verdict());
+      for (const std::string& text : q.address()) {
+        if (std::optional<IpAddress> a = IpAddress::Parse(text)) {
+          answered_[r][a->Unmapped()].insert(q.name());
+        }
+      }
+    }
+  }
+}
+
+absl::Status PhaseLearning::LearnModel() {
+  if (!options_.models.empty()) {
+    for (const std::string& url : options_.models) {
+      absl::StatusOr<Endpoint> ep = ParseEndpointUrl(url);
+      if (!ep.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--model ", Quote(url), ": ", ep.status().message()));
+      }
+      model_urls_.insert(url);
+      if (ep->host.is_name()) {
+        model_.names.emplace_back(ep->host.name, ep->port);
+      } else {
+        model_.rules.push_back(Rule{L4::kTcp, ep->host.prefix, ep->port,
+                                    ep->port, RuleSource::kModel, ""});
+      }
+    }
+    model_from_ = "--model";
+    return absl::OkStatus();
+  }
+  std::set<size_t> from;
+  for (size_t r = 0; r < records_.size(); ++r) {
+    for (const v1::PhasePolicy& p : records_[r].record.phase_policy()) {
+      if (p.name() != name_) continue;
+      for (const v1::CompiledRule& rule : p.rule()) {
+        if (rule.source() != v1::RULE_SOURCE_MODEL) continue;
+        absl::StatusOr<IpPrefix> dest = IpPrefix::Parse(rule.destination());
+        if (!dest.ok() || rule.port_first() == 0 || rule.port_first() > 65535 ||
+            rule.port_last() > 65535) {
+          continue;  // not a rule any compiler wrote: nothing to learn
+        }
+        const std::string url = ModelUrl(rule);
+        if (!ParseEndpointUrl(url).ok()) {
+          continue;  // an origin no compiler wrote: nothing to learn
+        }
+        model_urls_.insert(url);
+        model_.rules.push_back(Rule{
+            rule.protocol() == "udp" ? L4::kUdp : L4::kTcp, *dest,
+            static_cast<uint16_t>(rule.port_first()),
+            static_cast<uint16_t>(rule.port_last()), RuleSource::kModel, ""});
+        from.insert(r);
+      }
+    }
+  }
+  if (!from.empty()) {
+    model_from_ = absl::StrCat("the records' model rules ", Tags(from));
+  }
+  return absl::OkStatus();
+}
+
+bool PhaseLearning::IsModel(size_t r, L4 protocol, const IpAddress& addr,
+                            uint16_t port) const {
+  const Rule probe{protocol, IpPrefix::Host(addr), port,
+                   port,     RuleSource::kAllow,   ""};
+  for (const Rule& rule : model_.rules) {
+    if (RuleCovers(rule, probe)) return true;
+  }
+  if (protocol != L4::kTcp || model_.names.empty()) return false;
+  auto rec = answered_.find(r);
+  if (rec == answered_.end()) return false;
+  auto names = rec->second.find(addr);
+  if (names == rec->second.end()) return false;
+  for (const auto& [name, model_port] : model_.names) {
+    if (model_port == port && names->second.count(name) > 0) return true;
+  }
+  return false;
+}
+
+void PhaseLearning::LearnAttempt(size_t r, const v1::NetAttempt& a) {
+  const bool denied = a.verdict() == v1::VERDICT_DENY;
+  const uint64_t n = a.count();
+  recorded_attempts_.Add(n, denied, r);
+  const std::string& reason = a.reason();
+  auto is = [&](sf_reason x) { return reason == ReasonName(x); };
+  if (a.overflow()) {
+    return Note("attempts in overflow entries: no destination kept", n, denied,
+                r);
+  }
+  if (is(SF_REASON_NO_SANDBOX) || is(SF_REASON_TOO_DEEP)) {
+    return Note(absl::StrCat("attempts judged \"", reason,
+                             "\": no policy decides these"),
+                n, denied, r);
+  }
+  if (a.hook() == HookName(SF_HOOK_SOCK_CREATE) || is(SF_REASON_SOCKET_TYPE) ||
+      is(SF_REASON_PROTOCOL)) {
+    return Note(absl::StrCat(a.socket_type(), " ", a.protocol(),
+                             " sockets: a restricted phase creates only TCP "
+                             "and UDP sockets"),
+                n, denied, r);
+  }
+  if (a.protocol() == "unix") {
+    if (is(SF_REASON_UNIX_OWN)) {
+      return Note("attempts to the sandbox's own Unix sockets: always allowed",
+                  n, denied, r);
+    }
+    if (is(SF_REASON_UNIX_PROTECTED)) {
+      return Note(absl::StrCat("attempts to sandfence's own socket ",
+                               a.address(), ": never reachable"),
+                  n, denied, r);
+    }
+    if (is(SF_REASON_UNIX_PEER_OUTSIDE)) {
+      return Note(absl::StrCat("attempts through ", a.address(),
+                               ", a name the sandbox bound, to a socket "
+                               "outside it: not granted"),
+                  n, denied, r);
+    }
+    if (a.address().find('\\') != std::string::npos ||
+        !ParseUnixName(a.address()).ok()) {
+      return Note(absl::StrCat("attempts to Unix name ", Quote(a.address()),
+                               ": not a name a policy can list"),
+                  n, denied, r);
+    }
+    unix_[a.address()].Add(n, denied, r);
+    return;
+  }
+  L4 protocol;
+  if (a.protocol() == "tcp") {
+    protocol = L4::kTcp;
+  } else if (a.protocol() == "udp") {
+    protocol = L4::kUdp;
+  } else {
+    return Note(absl::StrCat(a.protocol(),
+                             " attempts: a restricted phase allows TCP and "
+                             "UDP only"),
+                n, denied, r);
+  }
+  std::optional<IpAddress> parsed = IpAddress::Parse(a.address());
+  if (!parsed || a.port() == 0 || a.port() > 65535) {
+    return Note(absl::StrCat("attempts to ", Quote(a.address()), " port ",
+                             a.port(), ": no address and port to grant"),
+                n, denied, r);
+  }
+  const IpAddress addr = parsed->Unmapped();
+  const uint16_t port = static_cast<uint16_t>(a.port());
+  if (is(SF_REASON_DNS_FILTER_RANGE)) {
+    return Note("attempts to the DNS filters' range: never reachable", n,
+                denied, r);
+  }
+  if (port == SF_DNS_PORT) {
+    if (is(SF_REASON_DNS_UNREDIRECTABLE)) {
+      return Note(
+          "unconnected IPv6 DNS datagrams: a DNS-filtered phase cannot "
+          "redirect them",
+          n, denied, r);
+    }
+    if (is(SF_REASON_DNS_REDIRECT) || is(SF_REASON_DNS_NO_TARGET)) {
+      dns_filtered_ = true;
+      return Note("DNS queries to port 53: the phase's DNS filter answers them",
+                  n, denied, r);
+    }
+    resolvers_[HostPort{addr, port}].Add(n, denied, r);
+    return;
+  }
+  if (is(SF_REASON_OWN_LOOPBACK)) {
+    return Note(
+        "attempts to the sandbox's own loopback (its own network namespace): "
+        "allowed without a rule",
+        n, denied, r);
+  }
+  if (IsModel(r, protocol, addr, port)) {
+    model_attempts_.Add(n, denied, r);
+    return;
+  }
+  destinations_[{static_cast<int>(protocol), addr, port}].Add(n, denied, r);
+}
+
+void PhaseLearning::BuildGrants() {
+  for (const auto& [dest, seen] : destinations_) {
+    const auto& [protocol, addr, port] = dest;
+    std::set<std::string> names;
+    for (size_t r : seen.records) {
+      auto rec = answered_.find(r);
+      if (rec == answered_.end()) continue;
+      auto it = rec->second.find(addr);
+      if (it == rec->second.end()) continue;
+      for (const std::string& n : it->second) {
+        if (IsPolicyHostName(n)) names.insert(n);
+      }
+    }
+    std::vector<GrantKey> keys;
+    if (names.empty()) {
+      keys.push_back(GrantKey{true, "", addr, port, static_cast<L4>(protocol)});
+    }
+    for (const std::string& n : names) {
+      keys.push_back(
+          GrantKey{false, n, IpAddress(), port, static_cast<L4>(protocol)});
+    }
+    for (const GrantKey& key : keys) {
+      GrantSeen& g = grants_[key];
+      g.attempts.Merge(seen);
+      g.reached.insert(addr);
+    }
+  }
+  // Siblings with the same port and protocol: one wildcard.
+  std::map<std::tuple<std::string, uint16_t, int>, std::vector<GrantKey>>
+      siblings;
+  for (const auto& [key, g] : grants_) {
+    if (key.address) continue;
+    std::string parent = WildcardParent(key.name);
+    if (parent.empty()) continue;
+    siblings[{parent, key.port, static_cast<int>(key.protocol)}].push_back(key);
+  }
+  for (const auto& [group, keys] : siblings) {
+    if (keys.size() < 2) continue;
+    GrantKey wildcard{false, absl::StrCat("*.", std::get<0>(group)),
+                      IpAddress(), std::get<1>(group),
+                      static_cast<L4>(std::get<2>(group))};
+    GrantSeen merged;
+    for (const GrantKey& key : keys) {
+      const GrantSeen& g = grants_[key];
+      merged.attempts.Merge(g.attempts);
+      merged.reached.insert(g.reached.begin(), g.reached.end());
+      merged.members.insert(key.name);
+      grants_.erase(key);
+    }
+    grants_[wildcard] = std::move(merged);
+  }
+}
+
+absl::Status PhaseLearning::Learn() {
+  LearnQueries();
+  if (absl::Status s = LearnModel(); !s.ok()) return s;
+  for (size_t r = 0; r < records_.size(); ++r) {
+    const v1::RolloutRecord& rec = records_[r].record;
+    for (const v1::PhasePolicy& p : rec.phase_policy()) {
+      if (p.name() != name_) continue;
+      ran_as_.push_back(
+          absl::StrCat(RecordTag(r), " ", AccessName(p.network_access())));
+      if (p.has_dns_filter()) dns_filtered_ = true;
+      if (p.audit_allowed() == v1::Audit::NO_ALLOWED) {
+        warnings_.push_back(absl::StrCat(
+            RecordTag(r),
+            " recorded no allowed attempts here (audit none): what its rules "
+            "allowed is not learned"));
+      }
+    }
+    for (const v1::NetAttempt& a : rec.net_attempt()) {
+      if (a.phase() == name_) LearnAttempt(r, a);
+    }
+  }
+  BuildGrants();
+  return absl::OkStatus();
+}
+
+std::string PhaseLearning::Render() const {
+  std::string out = absl::StrCat("phase {\n  name: ", Quote(name_), "\n");
+  absl::StrAppend(
+      &out, "  # recorded: ",
+      recorded_attempts_.Text("network attempt", "network attempts"), "; ",
+      recorded_queries_.Text("DNS query", "DNS queries"), "\n");
+  if (!ran_as_.empty()) {
+    absl::StrAppend(&out, "  # ran as: ", absl::StrJoin(ran_as_, ", "), "\n");
+  }
+  for (const std::string& w : warnings_) {
+    absl::StrAppend(&out, "  # warning: ", w, "\n");
+  }
+  absl::StrAppend(&out, "  network_access: MODEL_ONLY\n");
+
+  // The model server.
+  if (model_urls_.empty()) {
+    absl::StrAppend(
+        &out,
+        "  # model: none in the records (no model rule: the phase ran "
+        "inherit?).\n"
+        "  # Add model: \"http://HOST:PORT/\" here or give --model per rollout;"
+        "\n  # a model_only phase without one is refused.\n");
+  } else {
+    absl::StrAppend(&out, "  # model: from ", model_from_, "; covers ",
+                    model_attempts_.count == 0 ? "no recorded attempt"
+                                               : model_attempts_.Text(),
+                    "\n");
+    for (const std::string& url : model_urls_) {
+      absl::StrAppend(&out, "  model: ", Quote(url), "\n");
+    }
+  }
+
+  // Allow rules: TCP and UDP of one host and port in one rule.
+  std::map<std::tuple<bool, std::string, IpAddress, uint16_t>,
+           std::vector<std::pair<L4, const GrantSeen*>>>
+      rules;
+  for (const auto& [key, g] : grants_) {
+    rules[{key.address, key.name, key.addr, key.port}].emplace_back(
+        key.protocol, &g);
+  }
+  for (const auto& [where, by_protocol] : rules) {
+    const auto& [address, name, addr, port] = where;
+    GrantSeen g;
+    for (const auto& [protocol, one] : by_protocol) {
+      g.attempts.Merge(one->attempts);
+      g.reached.insert(one->reached.begin(), one->reached.end());
+      g.members.insert(one->members.begin(), one->members.end());
+    }
+    std::vector<std::string> reached;
+    for (const IpAddress& a : g.reached) reached.push_back(a.ToString());
+    std::string comment;
+    if (address) {
+      comment = absl::StrCat(g.attempts.Text(),
+                             "; no DNS answer in the records named it");
+    } else {
+      comment = name;
+      if (!g.members.empty()) {
+        absl::StrAppend(&comment, " for ", g.members.size(), " sibling names ",
+                        absl::StrJoin(g.members, ", "));
+      }
+      absl::StrAppend(&comment, ": ", g.attempts.Text(), " to ",
+                      absl::StrJoin(reached, ", "));
+      Seen asked;
+      std::set<std::string> types;
+      for (const auto& [qname, n] : names_) {
+        const bool covered =
+            g.members.empty() ? qname == name : g.members.count(qname) > 0;
+        if (!covered) continue;
+        asked.Merge(n.queries);
+        types.insert(n.types.begin(), n.types.end());
+      }
+      if (asked.count > 0) {
+        absl::StrAppend(&comment, "; asked ", asked.count, "x (",
+                        absl::StrJoin(types, ", "), ") ", Tags(asked.records));
+      }
+    }
+    const std::string protocol =
+        by_protocol.size() > 1
+            ? "ANY"
+            : absl::AsciiStrToUpper(L4Name(by_protocol.front().first));
+    absl::StrAppend(&out, "  # ", Printable(comment), "\n  allow { host: ",
+                    Quote(address ? addr.ToString() : name), " port: ", port,
+                    " protocol: ", protocol, " }\n");
+  }
+
+  if (!unix_.empty()) {
+    absl::StrAppend(&out, "  unix {\n");
+    for (const auto& [name, seen] : unix_) {
+      absl::StrAppend(&out, "    # ", seen.Text(), "\n    allow: ", Quote(name),
+                      "\n");
+    }
+    absl::StrAppend(&out, "  }\n");
+  }
+
+  std::vector<std::string> not_granted;
+  if (!resolvers_.empty()) {
+    if (dns_filtered_) {
+      for (const auto& [hp, seen] : resolvers_) {
+        not_granted.push_back(absl::StrCat(
+            seen.Text(), " to the resolver ", hp.ToString(),
+            " (unfiltered DNS): the phase's DNS filter answers instead"));
+      }
+    } else {
+      absl::StrAppend(
+          &out,
+          "  # DNS was not filtered in these records, so the names the phase\n"
+          "  # resolved are unknown: the resolvers it used are listed (any "
+          "name).\n"
+          "  # To learn names, record a run whose DNS is FILTERED.\n"
+          "  dns {\n    mode: LISTED\n");
+      for (const auto& [hp, seen] : resolvers_) {
+        absl::StrAppend(&out, "    # ", seen.Text(),
+                        "\n    resolver: ", Quote(hp.ToString()), "\n");
+      }
+      absl::StrAppend(&out, "  }\n");
+    }
+  }
+  for (const auto& [what, seen] : notes_) {
+    not_granted.push_back(absl::StrCat(seen.Text(), ": ", what));
+  }
+  // Names asked that no grant answers: no port is known for them.
+  std::set<std::string> model_hosts;
+  for (const std::string& url : model_urls_) {
+    if (absl::StatusOr<Endpoint> ep = ParseEndpointUrl(url); ep.ok()) {
+      model_hosts.insert(ep->host.name);
+    }
+  }
+  for (const auto& [qname, n] : names_) {
+    bool covered = model_hosts.count(qname) > 0;
+    for (const auto& [key, g] : grants_) {
+      if (key.address) continue;
+      if (key.name == qname || (absl::StartsWith(key.name, "*.") &&
+                                absl::EndsWith(qname, key.name.substr(1)))) {
+        covered = true;
+      }
+    }
+    if (covered) continue;
+    std::vector<std::string> how;
+    for (const std::string& t : n.types) how.push_back(t);
+    not_granted.push_back(absl::StrCat(
+        qname, ": asked ", n.queries.count, "x (", absl::StrJoin(how, ", "),
+        "; ", absl::StrJoin(n.verdicts, ", "), ") ", Tags(n.queries.records),
+        ", never connected to, so no port is known; to let it resolve: "
+        "allow { host: ",
+        Quote(qname), " port: PORT }"));
+  }
+  if (!not_granted.empty()) {
+    absl::StrAppend(&out, "  # not granted:\n");
+    for (const std::string& line : not_granted) {
+      absl::StrAppend(&out, "  #   ", Printable(line), "\n");
+    }
+  }
+  absl::StrAppend(&out, "}\n");
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SuggestPolicy(
+    const std::vector<RecordInput>& records, const SuggestOptions& options) {
+  std::vector<std::string> phases = TimelinePhases(records);
+  for (const std::string& name : PhasesWithEntries(records)) {
+    if (std::find(phases.begin(), phases.end(), name) == phases.end()) {
+      phases.push_back(name);
+    }
+  }
+  if (!options.only_phase.empty()) {
+    if (std::find(phases.begin(), phases.end(), options.only_phase) ==
+        phases.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--phase ", Quote(options.only_phase),
+          ": no record has that phase (they have: ",
+          phases.empty() ? "none" : absl::StrJoin(phases, ", "), ")"));
+    }
+    phases = {options.only_phase};
+  }
+  if (phases.empty()) {
+    return absl::InvalidArgumentError(
+        "the records have no phase: nothing to learn from");
+  }
+
+  std::string out =
+      "# Suggested by `sandfence records suggest` from what these rollouts "
+      "did:\n";
+  for (size_t r = 0; r < records.size(); ++r) {
+    const v1::RolloutRecord& rec = records[r].record;
+    absl::StrAppend(
+        &out, "#   ", RecordTag(r), " ", Printable(records[r].path),
+        "  rollout ",
+        rec.rollout_id().empty() ? "?" : Printable(rec.rollout_id()),
+        rec.lossy() ? "  (lossy: what it lost is not here)" : "", "\n");
+  }
+  absl::StrAppend(
+      &out,
+      "# Each grant says which recorded attempts it covers (allowed and "
+      "denied\n"
+      "# alike). Review it, then replay the records against it:\n"
+      "#   sandfence check THIS_FILE --against RECORD...\n"
+      "name: \"suggested\"\n");
+  for (const std::string& phase : phases) {
+    PhaseLearning learning(phase, records, options);
+    if (absl::Status s = learning.Learn(); !s.ok()) return s;
+    absl::StrAppend(&out, learning.Render());
+  }
+  return out;
+}
+
+}  // namespace sandfence
