@@ -128,6 +128,9 @@ struct CompiledPolicy {
   // (after CLI overlays), for records.
   std::string content_hash;
   std::vector<CompiledPhase> phases;
+  // on_switch: CUT_REQUIRED (a host that cannot cut connections at a phase
+  // switch refuses the policy).
+  bool cut_required = false;
 
   // nullptr when absent.
   const CompiledPhase* FindPhase(absl::string_view phase_name) const {
