@@ -9,6 +9,8 @@
 #   /usr/share/doc/sandfence/                 docs/*.md (Documentation=)
 #   /usr/share/man/man8/sandfence*.8          generated from --help
 #   /usr/share/bash-completion/completions/sandfence
+#   /usr/share/containers/oci/hooks.d/sandfence-*.json  the OCI hook, for
+#                                             podman and CRI-O (packaging/oci)
 # /run/sandfence and /var/lib/sandfence are the unit's RuntimeDirectory and
 # StateDirectory: systemd creates them, and the package owns neither, so
 # removing it leaves records and state alone.
@@ -29,6 +31,9 @@ file(GLOB SANDFENCE_SHIPPED_POLICIES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/policies/*.textproto)
 install(FILES ${SANDFENCE_SHIPPED_POLICIES}
         DESTINATION ${SANDFENCE_INSTALL_SYSCONFDIR}/sandfence/policies)
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/oci/sandfence-create.json
+              ${PROJECT_SOURCE_DIR}/packaging/oci/sandfence-stop.json
+        DESTINATION share/containers/oci/hooks.d)
 file(GLOB SANDFENCE_DOCS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${SANDFENCE_DOCS}
         DESTINATION ${CMAKE_INSTALL_DOCDIR})

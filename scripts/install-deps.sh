@@ -18,6 +18,7 @@ PACKAGES="
   vagrant
   python3-protobuf
   dpkg-dev file
+  runc podman
 "
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -108,6 +108,12 @@ for page in "$build"/generated/docs/man8/*.8; do
 		fail "$man_dir/$(basename "$page").gz is missing or differs from $page"
 done
 [ -f /usr/share/bash-completion/completions/sandfence ] || fail "no bash completion"
+# The OCI hook's hooks.d files name the installed binary.
+for hook in "$source"/packaging/oci/*.json; do
+	installed=/usr/share/containers/oci/hooks.d/$(basename "$hook")
+	cmp -s "$hook" "$installed" || fail "$installed is missing or differs from packaging/oci"
+	grep -q "\"path\": \"$exec_start\"" "$installed" || fail "$installed does not run $exec_start"
+done
 
 # 5. The installed binary runs (its libraries resolve) and is this build.
 want=$("$build/userspace/cli/sandfence" --version) || fail "the build's sandfence --version failed"

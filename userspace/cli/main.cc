@@ -6,6 +6,7 @@
 
 #include "cli/check_command.h"
 #include "cli/daemon_command.h"
+#include "cli/oci_hook_command.h"
 #include "cli/records_command.h"
 #include "cli/run_command.h"
 #include "common/status.h"
@@ -27,6 +28,7 @@ void PrintUsage(FILE* out) {
       "  rollouts             list the daemon's open rollouts\n"
       "  phase ROLLOUT PHASE  switch a rollout's phase\n"
       "  records get ROLLOUT  a rollout's record, from the daemon\n"
+      "  oci-hook STAGE       an OCI runtime hook: a container's rollout\n"
       "  version              print sandfence's version (also --version)\n"
       "\n"
       "sandfence COMMAND --help describes a command (see also sandfence(8)).\n",
@@ -46,6 +48,7 @@ constexpr Command kCommands[] = {
     {"daemon", sandfence::DaemonCommand},
     {"rollouts", sandfence::RolloutsCommand},
     {"phase", sandfence::PhaseCommand},
+    {"oci-hook", sandfence::OciHookCommand},
 };
 
 }  // namespace
