@@ -3,7 +3,9 @@ records and decisions, with typed errors (sandfence.errors)."""
 
 from __future__ import annotations
 
+import socket as _socket
 import subprocess
+import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import grpc
@@ -55,6 +57,7 @@ class Client:
             ("grpc.max_reconnect_backoff_ms", 1000),
         ])
         self._stub = daemon_pb2_grpc.SandfenceStub(self._channel)
+        self._connected = False
 
     def close(self) -> None:
         """Closes the channel (open rollouts are not ended)."""
@@ -69,19 +72,46 @@ class Client:
     # --- plumbing ---
 
     def _wait_connected(self) -> None:
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=self.connect_timeout)
-        except grpc.FutureTimeoutError:
-            raise Unavailable(f"no sandfence daemon answers on unix:{self.socket} "
-                              f"within {self.connect_timeout:g} s", None,
-                              backoff=2.0) from None
+        """Waits until something accepts on the socket, up to
+        connect_timeout; Unavailable otherwise. A plain connect, not gRPC's
+        connectivity watch (whose polling thread outlives the wait)."""
+        deadline = time.monotonic() + self.connect_timeout
+        last = ""
+        while True:
+            s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+            try:
+                s.settimeout(max(0.05, deadline - time.monotonic()))
+                s.connect(self.socket)
+                return
+            except OSError as e:
+                last = e.strerror or str(e)
+            finally:
+                s.close()
+            if time.monotonic() >= deadline:
+                raise Unavailable(f"no sandfence daemon answers on unix:{self.socket} "
+                                  f"within {self.connect_timeout:g} s ({last})", None,
+                                  backoff=2.0, transport=True)
+            time.sleep(0.05)
 
     def _call(self, method: Callable[..., Any], request: Any) -> Any:
-        self._wait_connected()
-        try:
-            return method(request, timeout=self.timeout, wait_for_ready=True)
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+        # Every call of the API is idempotent, so one that the transport
+        # lost (the daemon died under it) is made again once the daemon is
+        # back; the daemon's own "retry later" answers are raised as they are.
+        for attempt in (0, 1):
+            if not self._connected:
+                self._wait_connected()
+            try:
+                result = method(request, timeout=self.timeout, wait_for_ready=True)
+                self._connected = True
+                return result
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+            if isinstance(err, Unavailable) and err.transport:
+                self._connected = False
+                if attempt == 0:
+                    continue
+            raise err
+        raise AssertionError("unreachable")
 
     # --- the API ---
 

@@ -39,7 +39,11 @@ _PHASE = re.compile(r'^phase "((?:[^"\\]|\\.)*)": ')
 # (`network_access model_only`), then the reason.
 _FIELD_QUOTED = re.compile(
     r'^([a-z_][a-z0-9_.]*) "((?:[^"\\]|\\.)*)"(?: \(([^)]*)\))?:? ?(.*)$', re.S)
-_FIELD_BARE = re.compile(r'^(network_access|sandbox) (\S+?)[:;]? (.*)$', re.S)
+_FIELD_BARE = re.compile(
+    r'^(?:(network_access) (inherit|model_only|model_and_tools|unspecified)'
+    r'|(sandbox) (/\S*)) (.*)$', re.S)
+# `rollout_id is empty`, `network_access is unset or unknown`: a field, no value.
+_FIELD_ONLY = re.compile(r'^([a-z_][a-z0-9_.]*) (is .*)$', re.S)
 
 
 def parse_refusal(message: str) -> tuple:
@@ -60,7 +64,12 @@ def parse_refusal(message: str) -> tuple:
         return phase, field, value, reason or message
     m = _FIELD_BARE.match(rest)
     if m:
-        return phase, m.group(1), m.group(2), m.group(3)
+        field = m.group(1) or m.group(3)
+        value = m.group(2) or m.group(4)
+        return phase, field, value, m.group(5)
+    m = _FIELD_ONLY.match(rest)
+    if m:
+        return phase, m.group(1), None, m.group(2)
     return phase, None, None, rest
 
 
@@ -109,9 +118,12 @@ class Unavailable(SandfenceError):
     retryable = True
 
     def __init__(self, message: str, code: Optional[grpc.StatusCode] = None,
-                 backoff: float = 1.0):
+                 backoff: float = 1.0, transport: bool = False):
         super().__init__(message, code)
         self.backoff = backoff
+        # True when no daemon took part (nothing listens, the connection
+        # broke): the request may not have reached it.
+        self.transport = transport
 
     @staticmethod
     def next_backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
@@ -141,6 +153,12 @@ class InternalError(SandfenceError):
 # a daemon's own "retry" answer.
 _TRANSPORT_BACKOFF = 2.0
 _DAEMON_BACKOFF = 1.0
+# gRPC core's texts for a call that no daemon answered: nothing listens, or
+# the connection broke under the call (the daemon died).
+_TRANSPORT_TEXTS = (
+    "failed to connect", "Socket closed", "Connection refused", "Connection reset",
+    "Broken pipe", "No such file", "connections to all backends failing",
+    "GOAWAY", "Transport closed", "Connection timed out")
 
 
 def from_rpc_error(e: grpc.RpcError) -> SandfenceError:
@@ -153,11 +171,10 @@ def from_rpc_error(e: grpc.RpcError) -> SandfenceError:
         return Malformed(details, code)
     if code == grpc.StatusCode.UNAVAILABLE:
         # gRPC's own texts for a socket nobody serves.
-        transport = any(s in details for s in (
-            "failed to connect", "Socket closed", "Connection refused",
-            "No such file", "connections to all backends failing"))
+        transport = any(s in details for s in _TRANSPORT_TEXTS)
         return Unavailable(details, code,
-                           _TRANSPORT_BACKOFF if transport else _DAEMON_BACKOFF)
+                           _TRANSPORT_BACKOFF if transport else _DAEMON_BACKOFF,
+                           transport=transport)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return Unavailable(f"no answer in time: {details}", code, _TRANSPORT_BACKOFF)
     if code == grpc.StatusCode.NOT_FOUND:
