@@ -299,3 +299,18 @@ def netns() -> Iterator[NetNs]:
     n = NetNs()
     yield n
     n.close()
+
+
+_DAEMON_FIXTURES = {"daemon", "own_daemon", "client"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "daemon: needs root and a real sandfence daemon")
+
+
+def pytest_collection_modifyitems(config, items):
+    # ctest runs the daemon tests and the rest as two entries (run.sh), so
+    # that a host without root shows the daemon entry as skipped.
+    for item in items:
+        if _DAEMON_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.daemon)
