@@ -149,7 +149,8 @@ class Client:
                       own_netns: bool = False,
                       netns_path: Optional[str] = None,
                       borrowed: bool = False,
-                      initial_phase: Optional[str] = None) -> "Rollout":
+                      initial_phase: Optional[str] = None,
+                      **request_fields: Any) -> "Rollout":
         """Starts a rollout: compiles its policy, then programs and attaches
         it to the sandbox. Nothing is created or attached when it raises.
 
@@ -167,6 +168,8 @@ class Client:
             `Rollout.run` joins netns_path.
           borrowed: the sandbox belongs to another owner (inherit only).
           initial_phase: default: the policy's first phase.
+          request_fields: other StartRolloutRequest fields by name (those a
+            newer daemon knows and this client does not name).
 
         Returns: a `Rollout` (a context manager that ends it on exit).
         Raises: Rejected, Malformed, Unavailable, AlreadyExists, ...
@@ -208,6 +211,12 @@ class Client:
             req.netns_path = netns_path
         if initial_phase:
             req.initial_phase = initial_phase
+        for name, value in request_fields.items():
+            try:
+                setattr(req, name, value)
+            except (AttributeError, TypeError, ValueError) as e:
+                raise Malformed(f"StartRolloutRequest.{name} = {value!r}: {e}",
+                                field=name, value=str(value)) from None
         resp = self._call(self._stub.StartRollout, req)
         return Rollout(self, resp, netns_path)
 

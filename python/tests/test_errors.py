@@ -98,3 +98,9 @@ def test_permission_denied_inside_a_sandbox(client, sf, daemon):
     with client.start_rollout(rollout_id("perm"), policy=policy) as r:
         p = r.run(["/usr/bin/python3", "-c", code, pkg, daemon.socket])
     assert p.returncode == 42
+
+
+def test_an_unknown_request_field_is_malformed_before_any_call(client, sf):
+    with pytest.raises(sf.Malformed) as e:
+        client.start_rollout(rollout_id("field"), network_access="inherit", no_such_field=1)
+    assert e.value.field == "no_such_field" and e.value.code is None

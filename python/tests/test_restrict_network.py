@@ -83,6 +83,7 @@ ROWS = [
         expect="Malformed"),
     Row("wildcard tool under inherit", "inherit", None, [("https://*.tools.test/", False)],
         expect="Malformed"),
+    Row("netns_path without own_netns", "inherit", MODEL, netns=True, expect="Malformed"),
     Row("bad tool URL", "model_and_tools", MODEL, [("http://[::1/", True)], expect="Malformed"),
 ]
 

@@ -3,6 +3,7 @@ and an allowed connection from rollout.run, the record, watch, listing."""
 
 import os
 import subprocess
+import threading
 
 import pytest
 
@@ -47,7 +48,10 @@ def test_phases_connections_and_the_record(client, sf, listeners):
         so_far = r.record(as_dict=True)
         assert so_far["rollout_id"] == rid
     record = r.final_record
-    assert record is not None and record.complete
+    assert record is not None and record.complete and not record.lossy
+    assert record.rollout_id == rid and record.policy.name == "phased"
+    assert record.enforcement.egress == "cgroup-bpf"
+    assert record.sandbox.cgroup_path == r.cgroup_path
     assert [s.name for s in record.timeline] == ["setup", "agent", "verify"]
     from sandfence.v1 import record_pb2
     attempts = {(a.phase, a.address, a.port, a.verdict) for a in record.net_attempt}
@@ -93,10 +97,15 @@ def test_watch_yields_the_decisions(client, sf, listeners):
         events = r.watch()
         assert r.run(probe_argv("127.0.0.4", listeners.forbidden)).returncode == 1
         seen = None
+        # The stream ends with the rollout; a missing event must not hang
+        # the test: give up after 15 s.
+        timer = threading.Timer(15, events.cancel)
+        timer.start()
         for e in events:
             if e.address == "127.0.0.4" and e.port == listeners.forbidden:
                 seen = e
                 break
+        timer.cancel()
         events.cancel()
     assert seen is not None and seen.verdict == record_pb2.VERDICT_DENY
     assert seen.rollout_id == r.id and seen.protocol == "tcp"
