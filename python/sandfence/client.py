@@ -10,11 +10,10 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 import grpc
 from google.protobuf import json_format
-from google.protobuf import text_format
 
 from sandfence import _spawn
 from sandfence.errors import Malformed, SandfenceError, Unavailable, from_rpc_error
-from sandfence.network import Tool, ToolLike, access_name, as_tool
+from sandfence.network import ToolLike, access_name, as_tool
 from sandfence.v1 import daemon_pb2, daemon_pb2_grpc, policy_pb2, record_pb2
 
 __all__ = ["Client", "Rollout", "EventStream", "DEFAULT_SOCKET"]

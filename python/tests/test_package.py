@@ -5,7 +5,6 @@ imports it (no PyPI: --no-build-isolation --no-index)."""
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 
 import pytest

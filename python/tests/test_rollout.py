@@ -81,6 +81,19 @@ def test_a_callers_preexec_fn_still_runs(client, tmp_path):
     assert p.returncode == 0 and flag.exists()
 
 
+def test_run_as_another_user_joins_first(client, listeners):
+    with client.start_rollout(rollout_id("user"), network_access="model_only",
+                              models=[listeners.model_url]) as r:
+        p = r.run(["/bin/sh", "-c", "id -u; id -g; cat /proc/self/cgroup"], user=65534,
+                  group=65534, extra_groups=[], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        lines = p.stdout.splitlines()
+        assert lines[:2] == ["65534", "65534"]
+        assert "0::/" + os.path.relpath(r.cgroup_path, cgroup2_mount()) in lines
+        # and still judged: the forbidden host is refused
+        assert r.run(probe_argv("127.0.0.4", listeners.forbidden), user=65534).returncode == 1
+
+
 def test_a_failed_join_never_runs_the_command(client, sf, tmp_path):
     with client.start_rollout(rollout_id("join"), network_access="inherit") as r:
         r.cgroup_path = str(tmp_path)  # no cgroup.procs there
