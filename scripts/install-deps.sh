@@ -13,6 +13,7 @@ PACKAGES="
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 nftables dnsmasq-base util-linux procps
   python3 python3-grpcio python3-grpc-tools
+  python3-pytest python3-setuptools python3-pip python3-venv
   qemu-system-x86 busybox-static cpio
   libidn2-dev libssl-dev
   vagrant

@@ -1,0 +1,106 @@
+"""Every typed error, from the real daemon; never a bare grpc.RpcError."""
+
+import grpc
+import pytest
+
+from conftest import rollout_id
+
+
+def test_parse_refusal_names_phase_field_value(sf):
+    from sandfence.errors import parse_refusal
+    assert parse_refusal('phase "agent": tool "grader" (http://127.0.0.5:9000) is '
+                         'required, but model_only allows only the model server') == (
+        "agent", "tool", "http://127.0.0.5:9000",
+        "is required, but model_only allows only the model server")
+    assert parse_refusal('phase "default": network_access model_only cannot be '
+                         'enforced on a borrowed sandbox')[:3] == (
+        "default", "network_access", "model_only")
+    assert parse_refusal('sandbox.cgroup_path "/x" is the root cgroup')[1:3] == (
+        "sandbox.cgroup_path", "/x")
+    assert parse_refusal("rollout_id is empty")[1:3] == ("rollout_id", None)
+    assert parse_refusal("something else entirely") == (
+        None, None, None, "something else entirely")
+
+
+def test_rejected_carries_phase_field_value_reason(client, sf, listeners):
+    with pytest.raises(sf.Rejected) as e:
+        client.start_rollout(rollout_id("rej"), network_access="model_only",
+                             models=[listeners.model_url],
+                             tools=[sf.Tool(listeners.tool_url, required=True, name="grader")])
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert (e.value.phase, e.value.field, e.value.value) == ("default", "tool", listeners.tool_url)
+    assert "model_only allows only the model server" in e.value.reason
+    assert not e.value.retryable
+    assert not isinstance(e.value, grpc.RpcError)
+
+
+def test_malformed_names_the_field(client, sf):
+    with pytest.raises(sf.Malformed) as e:
+        client.start_rollout(rollout_id("mal"), network_access="model_only",
+                             models=["127.0.0.2:8000"])  # no scheme
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert (e.value.phase, e.value.field, e.value.value) == ("default", "model", "127.0.0.2:8000")
+    with pytest.raises(sf.Malformed) as e:
+        client.start_rollout(".bad id", network_access="inherit")
+    assert e.value.field == "rollout_id"
+
+
+def test_unavailable_from_the_daemon_suggests_a_backoff(client, sf):
+    # The daemon's resolver is a loopback port where nothing answers: a
+    # name fails retryably, before anything is created.
+    with pytest.raises(sf.Unavailable) as e:
+        client.start_rollout(rollout_id("unav"), network_access="model_only",
+                             models=["http://model.sandfence.test:8000/v1"])
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE
+    assert e.value.retryable and e.value.backoff > 0
+    assert "model.sandfence.test" in e.value.message
+
+
+def test_unavailable_when_no_daemon_answers(sf, tmp_path):
+    c = sf.Client(str(tmp_path / "nobody.sock"), connect_timeout=0.3)
+    with pytest.raises(sf.Unavailable) as e:
+        c.health()
+    assert e.value.backoff > 0 and "nobody.sock" in e.value.message
+    c.close()
+
+
+def test_not_found(client, sf):
+    with pytest.raises(sf.NotFound):
+        client.rollout(rollout_id("none"))
+    from sandfence.v1 import daemon_pb2
+    with pytest.raises(sf.NotFound) as e:  # straight from the daemon
+        client._call(client._stub.SetPhase,
+                     daemon_pb2.SetPhaseRequest(rollout_id=rollout_id("none"), phase="x"))
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_already_exists(client, sf):
+    rid = rollout_id("dup")
+    with client.start_rollout(rid, network_access="inherit") as r:
+        # The same request again is the same rollout (idempotent) ...
+        assert client.start_rollout(rid, network_access="inherit").cgroup_path == r.cgroup_path
+        # ... another one with its id is a mistake.
+        with pytest.raises(sf.AlreadyExists):
+            client.start_rollout(rid, network_access="inherit", models=["http://127.0.0.2/"])
+    with pytest.raises(sf.AlreadyExists):  # ids are never reused
+        client.start_rollout(rid, network_access="inherit")
+
+
+def test_permission_denied_inside_a_sandbox(client, sf, daemon):
+    # Guard off, so the call reaches the daemon (a guard would kill the
+    # caller first); the daemon refuses it by the caller's cgroup.
+    policy = 'name: "p" phase { name: "a" network_access: INHERIT guard { mode: OFF } }'
+    import sandfence
+    pkg = sandfence.__path__[0].rsplit("/", 1)[0]
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import sandfence\n"
+            "try:\n    sandfence.Client(sys.argv[2], connect_timeout=5).health()\n"
+            "except sandfence.PermissionDenied:\n    sys.exit(42)\n")
+    with client.start_rollout(rollout_id("perm"), policy=policy) as r:
+        p = r.run(["/usr/bin/python3", "-c", code, pkg, daemon.socket])
+    assert p.returncode == 42
+
+
+def test_an_unknown_request_field_is_malformed_before_any_call(client, sf):
+    with pytest.raises(sf.Malformed) as e:
+        client.start_rollout(rollout_id("field"), network_access="inherit", no_such_field=1)
+    assert e.value.field == "no_such_field" and e.value.code is None
