@@ -5,7 +5,10 @@
 // because its state (thousands of sandboxes) is the point and must outlive
 // any repetition.
 #include <benchmark/benchmark.h>
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bench/allowlist.h"
 #include "bench/event_sink.h"
 #include "bench/fillers.h"
@@ -176,6 +181,50 @@ class RawMap {
   uint32_t generation_ = 0;
   std::vector<sf_exact4_key> keys_;
   std::vector<sf_rule_ref> values_;
+};
+
+// Loopback TCP connections held open, outside every sandbox: sockets for
+// the cut's iterators to walk past.
+class LoopbackConnections {
+ public:
+  static absl::StatusOr<LoopbackConnections> Open() {
+    UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!listener) return ErrnoError(errno, "socket");
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
+    socklen_t len = sizeof(a);
+    if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        ::listen(listener.get(), 4096) != 0 ||
+        ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a),
+                      &len) != 0) {
+      return ErrnoError(errno, "listen on 127.0.0.2");
+    }
+    return LoopbackConnections(std::move(listener), a);
+  }
+
+  // Connects (and accepts) until `count` connections are open.
+  absl::Status Grow(size_t count) {
+    while (clients_.size() < count) {
+      UniqueFd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (!c || ::connect(c.get(), reinterpret_cast<const sockaddr*>(&to_),
+                          sizeof(to_)) != 0) {
+        return ErrnoError(errno, "connect to 127.0.0.2");
+      }
+      UniqueFd s(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!s) return ErrnoError(errno, "accept");
+      clients_.push_back(std::move(c));
+      servers_.push_back(std::move(s));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  LoopbackConnections(UniqueFd listener, sockaddr_in to)
+      : listener_(std::move(listener)), to_(to) {}
+  UniqueFd listener_;
+  sockaddr_in to_;
+  std::vector<UniqueFd> clients_, servers_;
 };
 
 // A decoded-looking event as the kernel would write it.
@@ -492,6 +541,56 @@ absl::Status RunControlSuite(const BenchOptions& o, Report* report) {
     record.note =
         "RecordRouter::OnEvent: folded into a record, journal appends";
     report->Add(std::move(record));
+  }
+
+  // The cut a switch adds (issue 15): both socket iterators walk every TCP
+  // and UDP socket of the netns, so the cost grows with the host's sockets,
+  // not the sandbox's. Baseline: the walk over the few sockets the bench
+  // itself holds; then with loopback connections of no sandbox added (each
+  // is visited and passed over: it carries no sandbox's connect mark).
+  if (!controller->cut_unavailable().empty()) {
+    std::fprintf(stderr, "control: no cut rows: %s\n",
+                 controller->cut_unavailable().c_str());
+  } else {
+    absl::StatusOr<CgroupRef> subject_ref = InspectCgroup(paths.front());
+    if (!subject_ref.ok()) return subject_ref.status();
+    const int cut_reps = o.smoke ? 5 : 50;
+    const std::vector<size_t> extra = o.smoke ? std::vector<size_t>{0, 10}
+                                              : std::vector<size_t>{0, 1000};
+    absl::StatusOr<LoopbackConnections> conns = LoopbackConnections::Open();
+    if (!conns.ok()) return conns.status();
+    double base_median = 0;
+    for (size_t count : extra) {
+      if (absl::Status s = conns->Grow(count); !s.ok()) return s;
+      std::vector<double> us;
+      for (int r = 0; r < cut_reps; ++r) {
+        const absl::Time start = absl::Now();
+        absl::StatusOr<std::vector<CutConnection>> cut =
+            controller->CutConnections(*subject_ref);
+        us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+        if (!cut.ok()) return cut.status();
+        if (!cut->empty()) {
+          return absl::InternalError("the cut walk cut a connection of no "
+                                     "sandbox");
+        }
+      }
+      Row row = ControlRow(
+          "cut_walk", count == 0 ? "bench's own sockets" : "sandfence",
+          {{"connections", static_cast<int64_t>(count)}}, "us", std::move(us));
+      row.tail = true;
+      if (count == 0) {
+        base_median = row.stats.median;
+        row.note = "baseline: CutConnections with no other sockets open";
+      } else {
+        row.baseline = "bench's own sockets";
+        row.baseline_median = base_median;
+        row.note = absl::StrCat(
+            "CutConnections with ", count,
+            " loopback TCP connections of no sandbox open (", 2 * count + 1,
+            " sockets), none cut");
+      }
+      report->Add(std::move(row));
+    }
   }
 
   // Tearing down 10,000 sandboxes is part of the run's time, not measured.
