@@ -92,6 +92,8 @@ absl::StatusOr<CompiledPolicy> PolicyCompiler::Compile(
     if (!only_phase.empty() && phase.name() != only_phase) continue;
     absl::StatusOr<CompiledPhase> compiled = CompilePhase(phase, context);
     if (!compiled.ok()) return compiled.status();
+    // The policy set's enforce applies where the phase sets none.
+    compiled->audit_only = AuditOnly(effective, phase);
     out.phases.push_back(*std::move(compiled));
   }
   if (out.phases.empty()) {
@@ -167,6 +169,7 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   out.audit_allowed = phase.audit().allowed() == v1::Audit::ALLOWED_UNSPECIFIED
                           ? v1::Audit::FIRST_PER_DESTINATION
                           : phase.audit().allowed();
+  out.audit_only = phase.enforce() == v1::AUDIT && out.restricted();
 
   // Everything is parsed before anything is judged: malformed input is
   // reported as such whatever the mode would have done with it, inherit
