@@ -53,7 +53,8 @@ void RenderDnsMetrics(const std::vector<ManagerMetrics::RolloutDns>& dns,
          {dns::Verdict::kAllowed, dns::Verdict::kBlocked,
           dns::Verdict::kRefused, dns::Verdict::kMalformed,
           dns::Verdict::kNotServed, dns::Verdict::kUpstreamFailed,
-          dns::Verdict::kLearnFailed, dns::Verdict::kRateLimited}) {
+          dns::Verdict::kLearnFailed, dns::Verdict::kRateLimited,
+          dns::Verdict::kWouldBlock}) {
       counts.try_emplace(dns::VerdictName(v), 0);
     }
     for (const auto& [verdict, n] : counts) {
