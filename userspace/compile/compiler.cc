@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "compile/content_hash.h"
 #include "compile/rules.h"
@@ -486,6 +487,22 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   SortAndMergeRules(&rules);
   out.rules = std::move(rules);
   return out;
+}
+
+absl::Status CheckAuditAllowed(const CompiledPolicy& policy, bool allowed,
+                               absl::string_view how_to_allow) {
+  if (allowed) return absl::OkStatus();
+  std::vector<std::string> audited;
+  for (const CompiledPhase& p : policy.phases) {
+    if (p.audit_only) audited.push_back(Quote(p.name));
+  }
+  if (audited.empty()) return absl::OkStatus();
+  return Rejected(absl::StrCat(
+      audited.size() == 1 ? "phase " : "phases ", absl::StrJoin(audited, ", "),
+      " of policy ", Quote(policy.name), audited.size() == 1 ? " is" : " are",
+      " audit only (enforce: AUDIT): nothing there would be denied; "
+      "a policy alone cannot turn enforcement off, so set ",
+      how_to_allow, " to run it audit only"));
 }
 
 }  // namespace sandfence
