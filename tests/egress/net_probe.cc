@@ -10,6 +10,8 @@
 //     read one from R, send again: the second send's errno; 100 + errno
 //     when the setup failed), tcp-connected-send (the same over TCP; a
 //     pending socket error first: ECONNABORTED when it was cut),
+//     tcp-serve (listen, write the port to W, accept one, write a byte,
+//     read one from R: the accepted socket's error, or a send's),
 //     uring-connect, raw-socket, packet-socket, mptcp-socket,
 //     udp-query, udp-connected-query, tcp-query (a DNS client's view: the
 //     answer, and the peer, must be the address it asked; 96 when
@@ -290,6 +292,50 @@ int TcpConnectedSend(const Target& t, int resume_fd, int ready_fd) {
   return err;
 }
 
+// tcp-serve: listen on ADDR (PORT 0: the kernel's choice), write the port
+// (2 bytes, host order) to W, accept one connection, write a byte to W,
+// read one from R; then the accepted socket's pending error if it has one,
+// else a send's errno (0: the connection lives).
+int TcpServe(const Target& t, int resume_fd, int ready_fd) {
+  if (resume_fd < 0 || ready_fd < 0) return 254;
+  int l = socket(t.family, SOCK_STREAM, 0);
+  if (l < 0) return 100 + Errno();
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (bind(l, reinterpret_cast<const sockaddr*>(&t.addr), t.len) != 0 ||
+      listen(l, 1) != 0 ||
+      getsockname(l, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    int err = Errno();
+    close(l);
+    return 100 + err;
+  }
+  uint16_t port = ntohs(t.family == AF_INET
+                            ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                            : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  if (write(ready_fd, &port, sizeof(port)) != sizeof(port)) {
+    close(l);
+    return 253;
+  }
+  int s = accept(l, nullptr, nullptr);
+  close(l);
+  if (s < 0) return 100 + Errno();
+  char b = 'a';
+  if (write(ready_fd, &b, 1) != 1 || read(resume_fd, &b, 1) != 1) {
+    close(s);
+    return 253;
+  }
+  int pending = 0;
+  len = sizeof(pending);
+  if (getsockopt(s, SOL_SOCKET, SO_ERROR, &pending, &len) == 0 &&
+      pending != 0) {
+    close(s);
+    return pending;
+  }
+  int err = send(s, "served", 6, MSG_NOSIGNAL) < 0 ? Errno() : 0;
+  close(s);
+  return err;
+}
+
 // Whether a peer or source address is the target, as a DNS client checks.
 bool SameAddress(const Target& t, const sockaddr_storage& got) {
   if (got.ss_family != t.family) return false;
@@ -450,6 +496,7 @@ int RunOp(const std::string& op, const Target& t) {
   if (op == "udp-connected-query") return UdpQuery(t, true);
   if (op == "tcp-query") return TcpQuery(t);
   if (op == "udp6only-connect") return Udp6OnlyConnect(t);
+  if (op == "tcp-serve") return TcpServe(t, g_resume_fd, g_ready_fd);
   if (op == "tcp-connected-send") {
     return TcpConnectedSend(t, g_resume_fd, g_ready_fd);
   }

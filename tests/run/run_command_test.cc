@@ -141,6 +141,9 @@ TEST_F(RunCommandTest, TermIsForwardedAndTheSandboxIsCleanedUp) {
                         absl::StrCat("sleep 30 & touch ", marker, "; wait")},
                        0, marker);
   unlink(marker.c_str());
+  ASSERT_TRUE(r.signalled_after_file)
+      << "the command never started (the SIGTERM came on a timeout)\n"
+      << r.err;
   // The command (sh) was killed by the forwarded signal: 128+15, and the
   // summary says so, which sandfence dying itself would not print.
   EXPECT_EQ(r.status, 128 + SIGTERM) << r.err;

@@ -31,6 +31,9 @@ struct Result {
   int status = -1;  // shell-style
   std::string out, err;
   pid_t pid = -1;  // sandfence's: its sandbox is <cgroup2>/sandfence/run-<pid>
+  // With signal_when_exists: whether the file appeared before the signal
+  // was sent (if not, the signal came on a timeout, and proves nothing).
+  bool signalled_after_file = false;
 };
 
 inline std::string ReadAll(int fd) {
@@ -132,7 +135,9 @@ class SandfenceProcess {
 
 // Runs sandfence with args. With signal_after_ms it gets a SIGTERM that
 // long after it starts; with signal_when_exists, as soon as that file does
-// (the sandboxed command creates it: the command is running).
+// (the sandboxed command creates it: the command is running), or after
+// two minutes if it never does (a slow VM sets up for seconds; the result
+// says which happened).
 // With signal_when_blocking, as soon as sandfence blocks SIGTERM (it is
 // then setting up, well before the command can start).
 // A restricted `run` where nothing judges Unix sockets (before 6.7 without
@@ -184,14 +189,15 @@ inline Result Sandfence(std::vector<std::string> args, int signal_after_ms = 0,
     for (int i = 0; i < 10000 && !BlocksTerm(pid); ++i) usleep(1000);
     kill(pid, SIGTERM);
   }
+  Result r;
   if (!signal_when_exists.empty()) {
-    for (int i = 0; i < 1000 && access(signal_when_exists.c_str(), F_OK) != 0;
+    for (int i = 0; i < 12000 && access(signal_when_exists.c_str(), F_OK) != 0;
          ++i) {
       usleep(10 * 1000);
     }
+    r.signalled_after_file = access(signal_when_exists.c_str(), F_OK) == 0;
     kill(pid, SIGTERM);
   }
-  Result r;
   r.out = ReadAll(out[0]);
   r.err = ReadAll(err[0]);
   close(out[0]);

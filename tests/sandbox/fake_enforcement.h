@@ -190,9 +190,15 @@ class FakeEnforcement : public HostEnforcement {
   absl::StatusOr<uint32_t> SwitchEgress(uint64_t cgroup_id,
                                         const CompiledPhase& phase,
                                         uint16_t phase_index) override;
+  // A host that cannot cut says why ("": it can).
+  std::string cut_unavailable;
+  std::string CutUnavailable() override { return cut_unavailable; }
   // Cuts nothing: the fake kernel has no sockets.
   absl::StatusOr<std::vector<CutConnection>> CutConnections(
-      const CgroupRef& /*cgroup*/) override {
+      const CgroupRef& /*cgroup*/, int /*netns_fd*/) override {
+    if (!cut_unavailable.empty()) {
+      return absl::FailedPreconditionError(cut_unavailable);
+    }
     return std::vector<CutConnection>{};
   }
   absl::StatusOr<SandboxCounters> DetachEgress(uint64_t cgroup_id) override;

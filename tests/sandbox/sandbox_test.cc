@@ -408,6 +408,42 @@ TEST_F(SandboxTest, FailedSwitchKeepsThePhaseInForceAndCanBeRetried) {
   EXPECT_GT(retry->generation, first);
 }
 
+// Issue 15: where the host cannot cut connections, a switch still holds,
+// and says why nothing was cut; a CUT_REQUIRED policy is refused there
+// before anything exists.
+TEST_F(SandboxTest, ASwitchThatCannotCutSaysWhy) {
+  host_->cut_unavailable = "fake: no bpf_sock_destroy";
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), Spec("r1"));
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  absl::StatusOr<PhaseChange> c = (*sb)->SwitchPhase("verify");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->changed);
+  EXPECT_TRUE(c->cut.empty());
+  EXPECT_EQ(c->not_cut, "fake: no bpf_sock_destroy");
+}
+
+TEST_F(SandboxTest, CutRequiredIsRefusedWhereTheHostCannotCut) {
+  host_->cut_unavailable = "fake: no bpf_sock_destroy";
+  SandboxSpec spec = Spec("r1");
+  spec.policy.cut_required = true;
+  absl::StatusOr<std::unique_ptr<Sandbox>> sb =
+      Sandbox::Start(host_.get(), std::move(spec));
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(RefusalOf(sb.status()), Refusal::kRejected) << sb.status();
+  EXPECT_THAT(std::string(sb.status().message()),
+              HasSubstr("on_switch: CUT_REQUIRED"));
+  EXPECT_THAT(std::string(sb.status().message()),
+              HasSubstr("fake: no bpf_sock_destroy"));
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kAttachEgress), 0)
+      << "refused before anything was attached";
+  // Where the host can cut, the same policy starts.
+  host_->cut_unavailable = "";
+  SandboxSpec ok = Spec("r2");
+  ok.policy.cut_required = true;
+  EXPECT_TRUE(Sandbox::Start(host_.get(), std::move(ok)).ok());
+}
+
 // A switch the kernel refused never took effect: the record must not end
 // in a phase that was never enforced.
 TEST_F(SandboxTest, FailedSwitchLeavesTheRecordInThePhaseInForce) {

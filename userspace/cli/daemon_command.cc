@@ -277,6 +277,18 @@ int PhaseCommand(int argc, char** argv) {
         "AUDIT)\n",
         req.rollout_id().c_str(), resp.phase().c_str());
   }
+  // What the switch cut of the connections the sandbox had open, or why
+  // it could not (issue 15).
+  for (const v1::CutConnection& c : resp.cut()) {
+    const bool v6 = c.address().find(':') != std::string::npos;
+    std::printf("  cut %s %s%s%s:%u (%s)%s%s\n", c.protocol().c_str(),
+                v6 ? "[" : "", c.address().c_str(), v6 ? "]" : "", c.port(),
+                c.reason().c_str(),
+                c.error().empty() ? "" : " NOT destroyed: ", c.error().c_str());
+  }
+  if (!resp.not_cut().empty()) {
+    std::printf("  not cut: %s\n", resp.not_cut().c_str());
+  }
   return kExitOk;
 }
 

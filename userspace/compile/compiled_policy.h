@@ -132,6 +132,9 @@ struct CompiledPolicy {
   // (after CLI overlays), for records.
   std::string content_hash;
   std::vector<CompiledPhase> phases;
+  // on_switch: CUT_REQUIRED (a host that cannot cut connections at a phase
+  // switch refuses the policy).
+  bool cut_required = false;
 
   // Whether any phase is audit only (enforce: AUDIT).
   bool HasAuditOnly() const {

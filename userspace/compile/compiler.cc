@@ -89,6 +89,7 @@ absl::StatusOr<CompiledPolicy> PolicyCompiler::Compile(
   CompiledPolicy out;
   out.name = effective.name();
   out.content_hash = PolicyContentHash(effective);
+  out.cut_required = effective.on_switch() == v1::CUT_REQUIRED;
   for (const v1::Phase& phase : effective.phase()) {
     if (!only_phase.empty() && phase.name() != only_phase) continue;
     absl::StatusOr<CompiledPhase> compiled = CompilePhase(phase, context);

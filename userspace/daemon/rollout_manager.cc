@@ -455,14 +455,7 @@ absl::StatusOr<v1::SetPhaseResponse> RolloutManager::SetPhase(
   out.set_previous_phase(change->previous);
   out.set_phase(change->phase);
   out.set_generation(change->generation);
-  for (const CutConnection& c : change->cut) {
-    v1::CutConnection* cut = out.add_cut();
-    cut->set_address(c.peer.ToString());
-    cut->set_port(c.port);
-    cut->set_protocol(ProtocolName(c.protocol));
-    cut->set_reason(std::string(ReasonName(c.reason)));
-    if (c.destroy_errno != 0) cut->set_error(std::strerror(c.destroy_errno));
-  }
+  for (const CutConnection& c : change->cut) *out.add_cut() = CutToProto(c);
   out.set_not_cut(change->not_cut);
   out.set_audit_only(PhaseIsAuditOnly(r->state, change->phase));
   if (!change->changed) return out;

@@ -6,6 +6,7 @@
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -424,13 +426,15 @@ absl::Status EgressController::LoadCut() {
   if (sf_egress_cut::load(skel.get()) != 0) {
     // The kernel has the kfunc but refuses the programs: switches say
     // "not cut" with this, never pretend.
-    cut_unavailable_ = absl::StrCat(
-        "this kernel refuses sandfence's socket iterators: ",
-        std::strerror(errno));
+    cut_unavailable_ =
+        absl::StrCat("this kernel refuses sandfence's socket iterators: ",
+                     std::strerror(errno));
     return absl::OkStatus();
   }
-  cut_tcp_ = Dup(bpf_program__fd(skel->progs.sf_cut_tcp));
-  cut_udp_ = Dup(bpf_program__fd(skel->progs.sf_cut_udp));
+  cut_tcp_ = UniqueFd(bpf_link_create(bpf_program__fd(skel->progs.sf_cut_tcp),
+                                      0, BPF_TRACE_ITER, nullptr));
+  cut_udp_ = UniqueFd(bpf_link_create(bpf_program__fd(skel->progs.sf_cut_udp),
+                                      0, BPF_TRACE_ITER, nullptr));
   cut_req_ = Dup(bpf_map__fd(skel->maps.sf_cut_req));
   if (!cut_tcp_ || !cut_udp_ || !cut_req_) {
     return ErrnoError(errno, "keep the cut iterators");
@@ -439,12 +443,33 @@ absl::Status EgressController::LoadCut() {
 }
 
 absl::StatusOr<std::vector<CutConnection>> EgressController::CutConnections(
-    const CgroupRef& cgroup) {
+    const CgroupRef& cgroup, int netns_fd) {
   if (!cut_tcp_) return absl::FailedPreconditionError(cut_unavailable_);
+  std::vector<CutConnection> out;
+  if (absl::Status s = CutHere(cgroup, &out); !s.ok()) return s;
+  if (netns_fd < 0) return out;
+  // An iterator walks the namespace its creator is in: a thread of our
+  // own enters the sandbox's (setns moves only the calling thread).
+  absl::Status in_netns;
+  std::thread walker([&] {
+    if (::setns(netns_fd, CLONE_NEWNET) != 0) {
+      in_netns = ErrnoError(errno, "cut: enter the sandbox's netns");
+      return;
+    }
+    in_netns = CutHere(cgroup, &out);
+  });
+  walker.join();
+  if (!in_netns.ok()) return in_netns;
+  return out;
+}
+
+absl::Status EgressController::CutHere(const CgroupRef& cgroup,
+                                       std::vector<CutConnection>* out) {
   // The programs are shared by every thread of every driver: each asks
   // under its own thread id, which the iterator runs as.
   const uint32_t tid = static_cast<uint32_t>(::gettid());
-  const sf_cut_request req{.sandbox = cgroup.id, .level = cgroup.level, .pad = 0};
+  const sf_cut_request req{
+      .sandbox = cgroup.id, .level = cgroup.level, .pad = 0};
   if (bpf_map_update_elem(cut_req_.get(), &tid, &req, BPF_ANY) != 0) {
     return ErrnoError(errno, "cut: the request");
   }
@@ -453,11 +478,8 @@ absl::StatusOr<std::vector<CutConnection>> EgressController::CutConnections(
     uint32_t tid;
     ~Drop() { bpf_map_delete_elem(fd, &tid); }
   } drop{cut_req_.get(), tid};
-  std::vector<CutConnection> out;
-  for (int prog : {cut_tcp_.get(), cut_udp_.get()}) {
-    UniqueFd link(bpf_link_create(prog, 0, BPF_TRACE_ITER, nullptr));
-    if (!link) return ErrnoError(errno, "cut: the iterator's link");
-    UniqueFd iter(bpf_iter_create(link.get()));
+  for (int link : {cut_tcp_.get(), cut_udp_.get()}) {
+    UniqueFd iter(bpf_iter_create(link));
     if (!iter) return ErrnoError(errno, "cut: the iterator");
     std::string data;
     char chunk[4096];
@@ -469,9 +491,9 @@ absl::StatusOr<std::vector<CutConnection>> EgressController::CutConnections(
       data.append(chunk, static_cast<size_t>(n));
     }
     if (data.size() % sizeof(sf_cut_entry) != 0) {
-      return absl::InternalError(absl::StrCat(
-          "cut: the iterator wrote ", data.size(),
-          " bytes, not a whole number of entries"));
+      return absl::InternalError(
+          absl::StrCat("cut: the iterator wrote ", data.size(),
+                       " bytes, not a whole number of entries"));
     }
     for (size_t at = 0; at < data.size(); at += sizeof(sf_cut_entry)) {
       sf_cut_entry e;
@@ -485,10 +507,10 @@ absl::StatusOr<std::vector<CutConnection>> EgressController::CutConnections(
       c.tcp_state = e.state;
       c.reason = static_cast<sf_reason>(e.reason);
       c.destroy_errno = e.destroy_err < 0 ? -e.destroy_err : 0;
-      out.push_back(c);
+      out->push_back(c);
     }
   }
-  return out;
+  return absl::OkStatus();
 }
 
 absl::Status EgressController::KeepProg(const std::string& progs_dir,

@@ -129,8 +129,10 @@ class EgressController {
   // its phases in force no longer allow, in this thread's network
   // namespace; returns them. FailedPrecondition (with cut_unavailable())
   // where the kernel cannot (bpf_sock_destroy, Linux 6.5+).
+  // netns_fd >= 0: that network namespace is walked too (a sandbox with
+  // its own), from a thread that enters it.
   absl::StatusOr<std::vector<CutConnection>> CutConnections(
-      const CgroupRef& cgroup);
+      const CgroupRef& cgroup, int netns_fd = -1);
   // Why CutConnections cannot run here; "" where it can.
   const std::string& cut_unavailable() const { return cut_unavailable_; }
 
@@ -265,6 +267,9 @@ class EgressController {
   // Loads this process's cut iterators (egress_cut.bpf.c) on the egress
   // maps; cut_unavailable_ where the kernel cannot destroy sockets.
   absl::Status LoadCut();
+  // One walk of the calling thread's network namespace.
+  absl::Status CutHere(const CgroupRef& cgroup,
+                       std::vector<CutConnection>* out);
   // Keeps a loaded program's fd by name, pinned under progs_dir on a
   // pinned host.
   absl::Status KeepProg(const std::string& progs_dir, const std::string& name,
@@ -304,6 +309,7 @@ class EgressController {
   // Empty when a Unix enforcer is loaded; else why none is.
   std::string unix_unavailable_;
   // The cut iterators (LoadCut), or why there are none.
+  // Iterator links, made once: each walk only opens an iterator on them.
   UniqueFd cut_tcp_, cut_udp_, cut_req_;
   std::string cut_unavailable_;
   // The links of UnixHostProgs() (see AttachUnixHostProgs).

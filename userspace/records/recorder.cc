@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -350,6 +351,28 @@ void RolloutRecorder::BindGeneration(uint32_t generation) {
   span_of_generation_[generation] = index;
   v1::PhaseSpan span;
   span.set_generation(generation);
+  journal_.Append(PhaseMark(index, std::move(span)));
+  FlushLocked(/*sync=*/false, /*snapshot=*/false).IgnoreError();
+}
+
+v1::CutConnection CutToProto(const CutConnection& c) {
+  v1::CutConnection out;
+  out.set_address(c.peer.ToString());
+  out.set_port(c.port);
+  out.set_protocol(ProtocolName(c.protocol));
+  out.set_reason(std::string(ReasonName(c.reason)));
+  if (c.destroy_errno != 0) out.set_error(std::strerror(c.destroy_errno));
+  return out;
+}
+
+void RolloutRecorder::NoteCut(const std::vector<CutConnection>& cut,
+                              const std::string& not_cut) {
+  absl::MutexLock lock(&mu_);
+  if (finalized_ || timeline_.empty()) return;
+  v1::PhaseSpan span;
+  for (const CutConnection& c : cut) *span.add_cut() = CutToProto(c);
+  span.set_not_cut(not_cut);
+  const uint32_t index = static_cast<uint32_t>(timeline_.size() - 1);
   journal_.Append(PhaseMark(index, std::move(span)));
   FlushLocked(/*sync=*/false, /*snapshot=*/false).IgnoreError();
 }

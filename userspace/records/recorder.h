@@ -116,6 +116,9 @@ struct DnsQueryStats {
   double latency_sum_seconds = 0;
 };
 
+// A cut connection as records and replies say it.
+v1::CutConnection CutToProto(const CutConnection& c);
+
 // Thread-safe: events may arrive on a reader thread while another thread
 // begins phases and finalizes.
 class RolloutRecorder {
@@ -153,6 +156,11 @@ class RolloutRecorder {
   // Every DNS query AddDnsQuery was given (also those the record could not
   // keep), by verdict, with the filter's latency.
   DnsQueryStats dns_stats() const;
+
+  // What the switch into the current span cut (Sandbox::SwitchPhase), or
+  // why it could not: the span says so.
+  void NoteCut(const std::vector<CutConnection>& cut,
+               const std::string& not_cut);
 
   // Process-guard reports (filled by the guard module; phase set here).
   void SetGuardEnforcement(absl::string_view mode);  // "lsm", "signal", "off"

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -275,6 +276,26 @@ void Phases(const v1::RolloutRecord& r, std::string* out) {
            policy ? AuditName(policy->audit_allowed()) : "?"});
   }
   absl::StrAppend(out, t.Render("  "));
+  // What each switch cut, or why it could not (only where there is
+  // something to say: a span without cuts or a reason prints nothing).
+  for (int i = 0; i < r.timeline_size(); ++i) {
+    const v1::PhaseSpan& s = r.timeline(i);
+    if (!s.not_cut().empty()) {
+      absl::StrAppend(out, "  switch to ", s.name(),
+                      ": not cut: ", s.not_cut(), "\n");
+    }
+    if (s.cut_size() == 0) continue;
+    absl::StrAppend(out, "  switch to ", s.name(), ": cut ", s.cut_size(),
+                    s.cut_size() == 1 ? " connection" : " connections", "\n");
+    for (const v1::CutConnection& c : s.cut()) {
+      const bool v6 = absl::StrContains(c.address(), ':');
+      absl::StrAppend(out, "    ", c.protocol(), " ", v6 ? "[" : "",
+                      c.address(), v6 ? "]:" : ":", c.port(), " (",
+                      c.reason(), ")",
+                      c.error().empty() ? "" : " NOT destroyed: ", c.error(),
+                      "\n");
+    }
+  }
 }
 
 void Attempts(const v1::RolloutRecord& r, v1::Verdict verdict,

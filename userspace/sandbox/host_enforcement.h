@@ -66,8 +66,12 @@ class HostEnforcement {
   // After a switch: destroys the connections the sandbox opened that its
   // phase in force no longer allows, and returns them. FailedPrecondition,
   // with the reason, where the host cannot (Linux before 6.5).
+  // Why CutConnections cannot run on this host; "" where it can.
+  virtual std::string CutUnavailable() = 0;
+  // netns_fd: the sandbox's own network namespace (its sockets live
+  // there), or -1.
   virtual absl::StatusOr<std::vector<CutConnection>> CutConnections(
-      const CgroupRef& cgroup) = 0;
+      const CgroupRef& cgroup, int netns_fd) = 0;
   virtual absl::StatusOr<SandboxCounters> DetachEgress(uint64_t cgroup_id) = 0;
   virtual absl::StatusOr<SandboxCounters> EgressCounters(
       uint64_t cgroup_id) = 0;

@@ -172,9 +172,13 @@ absl::StatusOr<uint32_t> KernelEnforcement::SwitchEgress(
   return egress_->SwitchPhase(cgroup_id, phase, phase_index);
 }
 
+std::string KernelEnforcement::CutUnavailable() {
+  return egress_->cut_unavailable();
+}
+
 absl::StatusOr<std::vector<CutConnection>> KernelEnforcement::CutConnections(
-    const CgroupRef& cgroup) {
-  return egress_->CutConnections(cgroup);
+    const CgroupRef& cgroup, int netns_fd) {
+  return egress_->CutConnections(cgroup, netns_fd);
 }
 
 absl::StatusOr<SandboxCounters> KernelEnforcement::DetachEgress(

@@ -45,8 +45,9 @@ class KernelEnforcement : public HostEnforcement {
   absl::StatusOr<uint32_t> SwitchEgress(uint64_t cgroup_id,
                                         const CompiledPhase& phase,
                                         uint16_t phase_index) override;
+  std::string CutUnavailable() override;
   absl::StatusOr<std::vector<CutConnection>> CutConnections(
-      const CgroupRef& cgroup) override;
+      const CgroupRef& cgroup, int netns_fd) override;
   absl::StatusOr<SandboxCounters> DetachEgress(uint64_t cgroup_id) override;
   absl::StatusOr<SandboxCounters> EgressCounters(uint64_t cgroup_id) override;
   absl::StatusOr<AdoptedSandbox> AdoptEgress(uint64_t cgroup_id) override;

@@ -1,7 +1,9 @@
 #include "sandbox/sandbox.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -169,6 +171,30 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
       DnsUpstreams(sb->policy_);
   if (!upstreams.ok()) return upstreams.status();
   if (!sb->borrowed_) sb->dns_upstreams_ = *std::move(upstreams);
+  // Kept for the switches' cut (the DNS filter gets it at ServeDns). One
+  // that cannot be kept is one the cut does not know: it says so, and
+  // CUT_REQUIRED refuses.
+  if (spec.own_netns && spec.netns_fd >= 0) {
+    sb->netns_ = UniqueFd(::fcntl(spec.netns_fd, F_DUPFD_CLOEXEC, 0));
+  }
+  sb->own_netns_unknown_ = spec.own_netns && !sb->netns_;
+  // on_switch: CUT_REQUIRED: a sandbox whose switches could leave a
+  // forbidden connection open is refused before anything exists.
+  if (sb->policy_.cut_required && !sb->borrowed_) {
+    std::string why = host->CutUnavailable();
+    if (why.empty() && sb->own_netns_unknown_) {
+      why =
+          "the sandbox has its own network namespace, and which one is not "
+          "known (give it, e.g. netns_path)";
+    }
+    if (!why.empty()) {
+      return Rejected(absl::StrCat(
+          "policy \"", sb->policy_.name,
+          "\" says on_switch: CUT_REQUIRED, but connections cannot be cut "
+          "at its phase switches here: ",
+          why));
+    }
+  }
   if (sb->dns_upstreams_ && spec.own_netns && spec.netns_fd < 0) {
     // Its queries go to its own loopback: a filter in the host's
     // namespace would never see them.
@@ -464,8 +490,14 @@ absl::StatusOr<PhaseChange> Sandbox::SwitchPhase(absl::string_view name) {
   out.phase = policy_.phases[index].name;
   out.generation = generation_;
   // A retried switch (or a framework that says where it is): no new
-  // generation, no new span.
-  if (index == phase_index_) return out;
+  // generation, no new span; only a cut that a CUT_REQUIRED switch still
+  // owes is tried again.
+  if (index == phase_index_) {
+    if (cut_pending_) {
+      if (absl::Status s = CutLocked(&out); !s.ok()) return s;
+    }
+    return out;
+  }
   if (recorder_) {
     if (absl::Status s = recorder_->BeginPhase(out.phase); !s.ok()) return s;
   }
@@ -483,19 +515,18 @@ absl::StatusOr<PhaseChange> Sandbox::SwitchPhase(absl::string_view name) {
     }
     generation_ = *generation;
     if (recorder_) recorder_->BindGeneration(generation_);
-    // New connections were judged by the new phase from the flip on; now
-    // the ones it forbids that are already open.
-    absl::StatusOr<std::vector<CutConnection>> cut =
-        host_->CutConnections(cgroup_);
-    if (cut.ok()) {
-      out.cut = *std::move(cut);
-    } else {
-      out.not_cut = std::string(cut.status().message());
-    }
   }
   phase_index_ = index;
   out.generation = generation_;
   out.changed = true;
+  // New connections were judged by the new phase from the flip on; now the
+  // ones it forbids that are already open.
+  if (attached_) {
+    if (absl::Status s = CutLocked(&out); !s.ok()) {
+      SetDnsPhaseLocked().IgnoreError();
+      return s;
+    }
+  }
   // The filter answers for the new phase from now on (answers to queries
   // judged by the old one learn nothing: their generation is gone). Its
   // names were built when the policy was compiled and checked at Start; if
@@ -503,6 +534,34 @@ absl::StatusOr<PhaseChange> Sandbox::SwitchPhase(absl::string_view name) {
   // answers can open nothing any more: closed, not open.
   SetDnsPhaseLocked().IgnoreError();
   return out;
+}
+
+absl::Status Sandbox::CutLocked(PhaseChange* out) {
+  absl::StatusOr<std::vector<CutConnection>> cut =
+      host_->CutConnections(cgroup_, netns_.get());
+  if (cut.ok()) {
+    out->cut = *std::move(cut);
+    if (own_netns_unknown_) {
+      out->not_cut =
+          "the sandbox has its own network namespace, and which one is not "
+          "known here: the connections there were not walked";
+    }
+  } else {
+    out->not_cut = std::string(cut.status().message());
+  }
+  if (recorder_) recorder_->NoteCut(out->cut, out->not_cut);
+  // Start refused CUT_REQUIRED where cutting cannot work at all: a failure
+  // here is transient. The switch holds (the narrower phase is in force);
+  // retrying it cuts.
+  cut_pending_ = policy_.cut_required && !cut.ok();
+  if (cut_pending_) {
+    return absl::UnavailableError(absl::StrCat(
+        "switched to phase ", out->phase,
+        ", but on_switch: CUT_REQUIRED and the cut failed (retry the "
+        "switch): ",
+        cut.status().message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SandboxEnd> Sandbox::End() {

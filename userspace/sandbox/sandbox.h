@@ -36,6 +36,7 @@
 #include "egress/net_event.h"
 #include "guard/guard_abi.h"
 #include "guard/guard_types.h"
+#include "common/unique_fd.h"
 #include "records/recorder.h"
 #include "sandbox/host_enforcement.h"
 
@@ -159,6 +160,9 @@ class Sandbox : private EventRoute {
   // netns_fd: the sandbox's own network namespace, or -1.
   absl::Status ServeDns(int netns_fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SetDnsPhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The switch's cut into *out; Unavailable (and cut_pending_) when a
+  // CUT_REQUIRED policy's cut failed.
+  absl::Status CutLocked(PhaseChange* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenRecord(const std::string& path,
                           const RecorderOptions& options, bool overwrite);
   int PhaseIndex(absl::string_view name) const;
@@ -185,6 +189,11 @@ class Sandbox : private EventRoute {
   // Set when a phase filters DNS: where the filter asks.
   std::optional<std::vector<HostPort>> dns_upstreams_;
   bool dns_served_ ABSL_GUARDED_BY(mu_) = false;
+  // Its own network namespace (a switch's cut walks the sockets there), or
+  // none; own_netns_unknown_: it has one, but which is not known.
+  UniqueFd netns_;
+  bool own_netns_unknown_ = false;
+  bool cut_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex listeners_mu_;
