@@ -297,5 +297,39 @@ TEST_F(AuditE2eTest, AnEnforcingSandboxStillDeniesAroundOrInsideAnAuditOne) {
   }
 }
 
+// A switch into an audit-only phase cuts nothing: its hooks would let those
+// connections be opened, so the cut leaves them open (they are the
+// would-denies the record shows). The same connection is cut at the switch
+// to the enforcing phase after it.
+TEST_F(AuditE2eTest, ASwitchIntoAnAuditPhaseCutsNothing) {
+  if (!KernelCanCutSockets()) {
+    GTEST_SKIP() << "not cut here: " << controller_->cut_unavailable();
+  }
+  const Cgroup& sb = NewSandbox(Phase(v1::INHERIT, {}));
+  absl::StatusOr<HeldProbe> held = HeldProbe::Start(
+      sb.fd(), {"tcp-connected-send", "127.0.0.4", Port(forbidden_.port)});
+  ASSERT_TRUE(held.ok()) << "not connected in the inherit phase: "
+                         << held.status();
+
+  ASSERT_TRUE(
+      controller_->SwitchPhase(sb.id(), ModelOnly(/*audit_only=*/true)).ok());
+  absl::StatusOr<std::vector<CutConnection>> cut =
+      controller_->CutConnections(sb.ref());
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_TRUE(cut->empty()) << "cut by an audit-only phase: "
+                            << (cut->empty() ? "" : cut->front().peer.ToString());
+
+  ASSERT_TRUE(
+      controller_->SwitchPhase(sb.id(), ModelOnly(/*audit_only=*/false)).ok());
+  cut = controller_->CutConnections(sb.ref());
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  ASSERT_EQ(cut->size(), 1u) << "the enforcing phase cuts it";
+  EXPECT_EQ(cut->front().peer.ToString(), "127.0.0.4");
+  EXPECT_EQ(cut->front().port, forbidden_.port);
+  absl::StatusOr<int> status = held->Resume();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, ECONNABORTED) << ProbeOutcome(*status);
+}
+
 }  // namespace
 }  // namespace sandfence::testing
