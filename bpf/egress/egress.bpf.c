@@ -150,10 +150,15 @@ static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
 	void *ring;
 
 	if (c) {
-		if (dec->verdict == SF_VERDICT_ALLOW)
+		if (dec->verdict == SF_VERDICT_ALLOW) {
 			__sync_fetch_and_add(&c->allowed, 1);
-		else
+		} else if (dec->verdict == SF_VERDICT_DENY) {
 			__sync_fetch_and_add(&c->denied, 1);
+		} else {
+			/* A would-deny went through: allowed, and counted. */
+			__sync_fetch_and_add(&c->allowed, 1);
+			__sync_fetch_and_add(&c->audit_denied, 1);
+		}
 	}
 
 	ring = bpf_map_lookup_elem(&sf_rings, &ring_slot);
@@ -218,6 +223,13 @@ struct sf_walk {
 	/* The deepest restricted sandbox (sf_find_judge), for DNS. */
 	__u64 judge_id;
 	struct sf_sandbox judge;
+	/* The first audit-only sandbox that would have denied (audit_id 0:
+	 * none): reported as a would-deny unless another sandbox denies. */
+	__u64 audit_id;
+	struct sf_decision audit;
+	__u32 audit_generation;
+	__u8 audit_ring;
+	__u8 pad2[3];
 };
 
 /* Socket creation: only raw sockets and non-TCP/UDP protocols are refused. */
@@ -261,6 +273,19 @@ static long sf_walk_level(__u32 level, void *ctx)
 	else
 		sf_decide(&s, &w->d, w->own_netns, &dec);
 	w->found = 1;
+	/* Audit only: the denial is remembered (the first one) and the walk
+	 * goes on, so that every enforcing sandbox still judges. One flag
+	 * test, on the deny path only. */
+	if (dec.verdict == SF_VERDICT_DENY && (s.flags & SF_SB_AUDIT) &&
+	    sf_audit_relaxes(dec.reason)) {
+		if (!w->audit_id) {
+			w->audit_id = id;
+			w->audit = dec;
+			w->audit_generation = s.generation;
+			w->audit_ring = s.ring;
+		}
+		return 0;
+	}
 	w->dec = dec;
 	w->id = id;
 	w->generation = s.generation;
@@ -360,6 +385,14 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 			  w->sock_type, true);
 		return 0;
 	}
+	/* No sandbox denied, an audit-only one would have: let it through,
+	 * and report it as that sandbox's would-deny. */
+	if (w->audit_id) {
+		w->audit.verdict = SF_VERDICT_AUDIT_DENY;
+		sf_record(w->audit_id, &w->d, &w->audit, w->audit_generation,
+			  w->audit_ring, hook, w->sock_type, true);
+		return 1;
+	}
 	/* Socket creation that passes is not an event worth recording. */
 	if (w->sock_check)
 		return 1;
@@ -416,7 +449,12 @@ static __always_inline int sf_dns_redirect(struct bpf_sock_addr *ctx,
 	w->generation = w->judge.generation;
 	w->flags = w->judge.flags;
 	w->ring = w->judge.ring;
+	/* An audit-only judge lets these two denials below go to the rules
+	 * instead, which every sandbox judges: it cannot widen an enforcing
+	 * ancestor, and its own would-deny is reported there. */
 	if (!t) {
+		if (w->judge.flags & SF_SB_AUDIT)
+			return -1;
 		/* Fail closed: never pass a query by that was meant for a
 		 * filter that is not there. */
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_DNS_NO_TARGET,
@@ -426,6 +464,8 @@ static __always_inline int sf_dns_redirect(struct bpf_sock_addr *ctx,
 		return 0;
 	}
 	if (hook == SF_HOOK_SENDMSG6) {
+		if (w->judge.flags & SF_SB_AUDIT)
+			return -1;
 		/* udpv6_sendmsg refuses (ENOTSUPP) a sendmsg6 rewrite to an
 		 * IPv4-mapped address, and the filter is IPv4: deny with a
 		 * reason instead of allowing what cannot be sent. (Mapped
@@ -670,7 +710,8 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
 		       SF_NO_RULE);
 	/* Unlike the hooks, no sandbox here is not a denial: the backstop only
-	 * catches what a sandbox's rules forbid. */
+	 * catches what a sandbox's rules forbid. An audit-only sandbox's
+	 * would-deny passes unreported: its hook reported the attempt. */
 	if (w->found && w->dec.verdict == SF_VERDICT_DENY) {
 		sf_record(w->id, &w->d, &w->dec, w->generation, w->ring,
 			  SF_HOOK_SKB_EGRESS, 0, false);

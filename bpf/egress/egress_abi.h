@@ -70,6 +70,12 @@
  * only the sandbox's own sockets and the names it lists. Only together
  * with SF_SB_RESTRICTED. */
 #define SF_SB_UNIX_CHECKED (1u << 5)
+/* Audit only (enforce: AUDIT): what this sandbox's phase would deny is
+ * allowed and reported as SF_VERDICT_AUDIT_DENY. Relaxes this sandbox's own
+ * rules only (sf_audit_relaxes): never another sandbox's deny, nor the
+ * filters' range, sandfence's own sockets or a task too deep to judge.
+ * Only together with SF_SB_RESTRICTED. */
+#define SF_SB_AUDIT (1u << 6)
 
 /*
  * Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). The map
@@ -99,8 +105,11 @@ struct sf_counters {
 	 * meant for the ring buffer, so records can check nothing went missing.
 	 */
 	__u64 allowed_unreported;
+	/* Of the allowed: attempts an audit-only phase would have denied (each
+	 * one reported as SF_VERDICT_AUDIT_DENY). */
+	__u64 audit_denied;
 };
-SF_STATIC_ASSERT(sizeof(struct sf_counters) == 32, "sf_counters layout");
+SF_STATIC_ASSERT(sizeof(struct sf_counters) == 40, "sf_counters layout");
 
 /* sf_exact4: one (protocol, address, port) per entry. */
 struct sf_exact4_key {
@@ -329,6 +338,9 @@ enum sf_hook {
 enum sf_verdict {
 	SF_VERDICT_ALLOW = 1,
 	SF_VERDICT_DENY = 2,
+	/* allowed by an audit-only sandbox (SF_SB_AUDIT) that would have
+	 * denied it: the reason is the denial's, as under SF_VERDICT_DENY */
+	SF_VERDICT_AUDIT_DENY = 3,
 };
 
 enum sf_reason {

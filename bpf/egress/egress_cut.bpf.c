@@ -103,6 +103,12 @@ static long sf_cut_level(__u32 level, void *ctx)
 
 	sf_decide(&s, &w->d, w->own_netns, &dec);
 	w->found = 1;
+	/* What an audit-only sandbox's own rules deny, its hooks let through:
+	 * its switch cuts none of it either. The walk goes on (an enforcing
+	 * sandbox around or inside it still judges), as the hooks' does. */
+	if (dec.verdict == SF_VERDICT_DENY && (s.flags & SF_SB_AUDIT) &&
+	    sf_audit_relaxes(dec.reason))
+		return 0;
 	w->dec = dec;
 	w->id = id;
 	return dec.verdict == SF_VERDICT_DENY;

@@ -112,11 +112,12 @@ static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 	if (w.too_deep)
 		sf_unix_set(&w.dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
 			    SF_NO_RULE);
+	sf_unix_apply_audit(&w);
 	/* A path is a name, not a socket: the sandbox may have swapped the
 	 * one it bound for a link to an outside socket. A connect gets
 	 * checked against what it reached (sf_unix_bind_exit); an abstract
 	 * name cannot be swapped while the tracker sees every bind. */
-	if (w.dec.verdict == SF_VERDICT_ALLOW && w.own_id && !w.key.abstract &&
+	if (w.dec.verdict != SF_VERDICT_DENY && w.own_id && !w.key.abstract &&
 	    hook == SF_HOOK_CONNECT_UNIX) {
 		struct sf_unix_pending p = {
 			.sandbox = w.own_id,
@@ -129,7 +130,7 @@ static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 		bpf_map_update_elem(&sf_unix_verify, &cookie, &p, BPF_ANY);
 	}
 	sf_unix_record(&w, hook, ctx->type);
-	return w.dec.verdict == SF_VERDICT_ALLOW;
+	return w.dec.verdict != SF_VERDICT_DENY;
 }
 
 /* libbpf 1.1 does not know the unix section names: the controller sets the

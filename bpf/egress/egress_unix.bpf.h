@@ -93,6 +93,12 @@ struct sf_unix_walk {
 	__u32 flags;
 	__u64 id;
 	struct sf_decision dec;
+	/* The first audit-only sandbox that would have denied (audit_id 0:
+	 * none): reported as a would-deny unless another sandbox denies. */
+	__u64 audit_id;
+	__u32 audit_generation;
+	__u8 audit_ring;
+	__u8 pad3[3];
 };
 
 static __always_inline void sf_unix_set(struct sf_decision *d, __u8 verdict,
@@ -152,15 +158,47 @@ static long sf_unix_level(__u32 level, void *ctx)
 	if (w->own_levels & (1u << level)) {
 		sf_unix_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_UNIX_OWN,
 			    SF_NO_RULE);
-		w->own_id = id;
-		w->own_level = level + 1;
-		w->own_ring = s.ring;
-		w->own_generation = s.generation;
+		/* Checked at the connect's exit (a swapped path): by the
+		 * enforcing sandboxes only, whose check kills. */
+		if (!(s.flags & SF_SB_AUDIT)) {
+			w->own_id = id;
+			w->own_level = level + 1;
+			w->own_ring = s.ring;
+			w->own_generation = s.generation;
+		}
+		return 0;
+	}
+	/* Audit only: remembered (the first), and the walk goes on so that
+	 * every enforcing sandbox still judges. The protected names above
+	 * are never relaxed. */
+	if (s.flags & SF_SB_AUDIT) {
+		if (!w->audit_id) {
+			w->audit_id = id;
+			w->audit_generation = s.generation;
+			w->audit_ring = s.ring;
+		}
+		sf_unix_set(&w->dec, SF_VERDICT_AUDIT_DENY, SF_REASON_NO_RULE,
+			    SF_NO_RULE);
 		return 0;
 	}
 	sf_unix_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_RULE, SF_NO_RULE);
 	/* A nested sandbox narrows its parent's policy, never widens it. */
 	return 1;
+}
+
+/*
+ * After the walk: no sandbox denied, an audit-only one would have: the
+ * attempt goes through as that sandbox's would-deny.
+ */
+static __always_inline void sf_unix_apply_audit(struct sf_unix_walk *w)
+{
+	if (!w->audit_id || w->dec.verdict == SF_VERDICT_DENY)
+		return;
+	w->id = w->audit_id;
+	w->generation = w->audit_generation;
+	w->ring = w->audit_ring;
+	sf_unix_set(&w->dec, SF_VERDICT_AUDIT_DENY, SF_REASON_NO_RULE,
+		    SF_NO_RULE);
 }
 
 static __always_inline struct sf_counters *sf_counters_of(__u64 id)
@@ -213,10 +251,15 @@ static __always_inline void sf_unix_record(struct sf_unix_walk *w, __u8 hook,
 		return;
 	}
 	if (c) {
-		if (w->dec.verdict == SF_VERDICT_ALLOW)
+		if (w->dec.verdict == SF_VERDICT_ALLOW) {
 			__sync_fetch_and_add(&c->allowed, 1);
-		else
+		} else if (w->dec.verdict == SF_VERDICT_DENY) {
 			__sync_fetch_and_add(&c->denied, 1);
+		} else {
+			/* A would-deny went through: allowed, and counted. */
+			__sync_fetch_and_add(&c->allowed, 1);
+			__sync_fetch_and_add(&c->audit_denied, 1);
+		}
 	}
 	ring = bpf_map_lookup_elem(&sf_rings, &slot);
 	if (ring)

@@ -121,8 +121,9 @@ static __always_inline int sf_unix_lsm(struct sock *sk, struct sock *peer,
 	if (w->too_deep)
 		sf_unix_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
 			    SF_NO_RULE);
+	sf_unix_apply_audit(w);
 	sf_unix_record(w, hook, sk ? BPF_CORE_READ(sk, sk_type) : 0);
-	return w->dec.verdict == SF_VERDICT_ALLOW ? 0 : -SF_EPERM;
+	return w->dec.verdict != SF_VERDICT_DENY ? 0 : -SF_EPERM;
 }
 
 SEC("lsm/unix_stream_connect")

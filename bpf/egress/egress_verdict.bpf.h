@@ -183,6 +183,18 @@ static __always_inline bool sf_lookup_learned(__u32 gen,
 }
 
 /*
+ * Whether an audit-only sandbox (SF_SB_AUDIT) lets a denial of its own
+ * through as a would-deny: its rules' denials (no rule, a protocol or
+ * socket type a restricted phase refuses) are; the filters' range is not,
+ * since reaching another sandbox's DNS filter would pass for that sandbox.
+ */
+static __always_inline bool sf_audit_relaxes(__u8 reason)
+{
+	return reason == SF_REASON_NO_RULE || reason == SF_REASON_PROTOCOL ||
+	       reason == SF_REASON_SOCKET_TYPE;
+}
+
+/*
  * One sandbox's verdict on one destination. own_netns: the socket lives in
  * a network namespace other than the host's, so its loopback is its own.
  */

@@ -22,7 +22,7 @@
  * The layout of everything pinned under the host's pin root. A process that
  * finds pinned state of another ABI refuses to touch it.
  */
-#define SF_ABI_VERSION 2
+#define SF_ABI_VERSION 3
 
 /* Processes (drivers: the daemon, each `sandfence run`) that can use the
  * host's pinned programs at once; each has its own event ring slot. */

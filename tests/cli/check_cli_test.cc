@@ -8,11 +8,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/dns_server.h"
@@ -144,6 +147,35 @@ TEST_F(CheckCli, ModelOnlyPrintsTheModelRule) {
                     HasSubstr("agent  deny  all other traffic\n")))
       << run;
   EXPECT_EQ(run.err, "");
+}
+
+// Issue 15: an audit-only policy is valid (exit 0) and says so before any
+// rule; a contradiction of the policy's enforce is malformed (65).
+TEST_F(CheckCli, AnAuditOnlyPolicySaysSoFirst) {
+  absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string file = dir->Path("audit.textproto");
+  std::ofstream(file) << "name: \"audit\" enforce: AUDIT\n"
+                         "phase { name: \"agent\" network_access: MODEL_ONLY\n"
+                         "        dns { mode: NONE } }\n";
+  Outcome run = Check({file, "--model", "http://model.internal:8000/v1"});
+  ASSERT_EQ(run.exit_code, 0) << run;
+  const std::vector<std::string> lines = absl::StrSplit(run.out, '\n');
+  ASSERT_GE(lines.size(), 2u) << run;
+  EXPECT_TRUE(absl::StartsWith(lines[1],
+                               "AUDIT ONLY: phase \"agent\" denies "
+                               "nothing (enforce: AUDIT)"))
+      << run;
+  EXPECT_THAT(run.out, Not(HasSubstr("deny  all other traffic"))) << run;
+
+  std::ofstream(file) << "name: \"audit\" enforce: AUDIT\n"
+                         "phase { name: \"agent\" network_access: MODEL_ONLY\n"
+                         "        enforce: ENFORCE dns { mode: NONE } }\n";
+  Outcome bad = Check({file, "--model", "http://model.internal:8000/v1"});
+  EXPECT_EQ(bad.exit_code, 65) << bad;
+  EXPECT_THAT(bad.err, HasSubstr("phase \"agent\": enforce: ENFORCE "
+                                 "contradicts the policy's enforce: AUDIT"))
+      << bad;
 }
 
 TEST_F(CheckCli, OwnNetnsPrintsExactlyTheModelRuleAndTheDroppedResolver) {

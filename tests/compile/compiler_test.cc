@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status.h"
 #include "compile/fake_resolver.h"
 #include "compile/format.h"
@@ -25,6 +26,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 constexpr CompileContext kHostNetns{.own_netns = false, .borrowed = false};
 constexpr CompileContext kOwnNetns{.own_netns = true, .borrowed = false};
@@ -688,6 +690,84 @@ TEST(Compile, PhaseSettingsAreCarriedWithDefaultsFilledIn) {
   EXPECT_EQ(out->phases[1].guard, v1::Guard::LSM);
   EXPECT_EQ(out->phases[1].audit_allowed, v1::Audit::ALL);
   EXPECT_EQ(out->phases[1].loopback, v1::LOOPBACK_RULES_ONLY);
+}
+
+// enforce: AUDIT (issue 15): the policy set's value applies where a phase
+// sets none, inherit phases are never audit only, and `check` says so
+// before any rule and again where the phase would deny.
+TEST(CompileAudit, AuditOnlyPhasesAreCarriedAndLoudInCheck) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(name: "rollout-audit" enforce: AUDIT
+               phase { name: "setup" network_access: INHERIT }
+               phase { name: "agent" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" }
+               phase { name: "verify" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" enforce: AUDIT })"),
+                       RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE(out->phases[0].audit_only) << "inherit denies nothing";
+  EXPECT_TRUE(out->phases[1].audit_only) << "from the policy set";
+  EXPECT_TRUE(out->phases[2].audit_only);
+  EXPECT_TRUE(out->HasAuditOnly());
+  const std::string text = FormatCompiledPolicyText(*out);
+  const std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[1],
+            "AUDIT ONLY: phases \"agent\", \"verify\" deny nothing (enforce: "
+            "AUDIT); what the rules below would deny is allowed and recorded "
+            "as \"would deny\"")
+      << text;
+  EXPECT_THAT(text, HasSubstr("agent   mode model_only  AUDIT ONLY: nothing "
+                              "is denied"));
+  EXPECT_THAT(text, HasSubstr("agent   audit all other traffic: allowed, "
+                              "recorded as would deny (enforce: AUDIT)"));
+  EXPECT_THAT(text, HasSubstr("agent   name  every other name: answered, "
+                              "recorded as would_block (audit only)"));
+  EXPECT_THAT(text, Not(HasSubstr("deny  all other traffic")));
+  const std::string json = FormatCompiledPolicyJson(*out);
+  EXPECT_THAT(json, HasSubstr("\"enforce\": \"AUDIT\""));
+  EXPECT_THAT(json, HasSubstr("\"enforce\": \"ENFORCE\""));
+
+  // The same phases, enforced: no audit line anywhere, the deny stated.
+  absl::StatusOr<CompiledPolicy> enforced =
+      compiler.Compile(Parse(R"(phase { name: "agent" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" enforce: ENFORCE }
+               phase { name: "other" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" })"),
+                       RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(enforced.ok()) << enforced.status();
+  EXPECT_FALSE(enforced->HasAuditOnly());
+  const std::string etext = FormatCompiledPolicyText(*enforced);
+  EXPECT_THAT(etext, Not(HasSubstr("AUDIT")));
+  EXPECT_THAT(etext, HasSubstr("agent  deny  all other traffic"));
+}
+
+TEST(CompileAudit, ContradictionsAreMalformedNamingTheField) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out =
+      compiler.Compile(Parse(R"(name: "p" enforce: AUDIT
+               phase { name: "agent" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" enforce: ENFORCE })"),
+                       RolloutEndpoints{}, kHostNetns);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(RefusalOf(out.status()), Refusal::kMalformed);
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("phase \"agent\": enforce: ENFORCE contradicts the "
+                        "policy's enforce: AUDIT"));
+  // A different enforce is a different policy: the hash says so.
+  absl::StatusOr<CompiledPolicy> audit =
+      compiler.Compile(Parse(R"(phase { name: "agent" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" enforce: AUDIT })"),
+                       RolloutEndpoints{}, kHostNetns);
+  absl::StatusOr<CompiledPolicy> plain =
+      compiler.Compile(Parse(R"(phase { name: "agent" network_access: MODEL_ONLY
+                       model: "http://10.0.0.5" })"),
+                       RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(audit.ok() && plain.ok());
+  EXPECT_NE(audit->content_hash, plain->content_hash);
 }
 
 // DNS FILTERED (issue 14): name rules for every name the phase grants,

@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/cgroup.h"
+#include "daemon/metrics_server.h"
 #include "daemon/rollout_manager.h"
 #include "daemon/state_store.h"
 #include "egress/egress_abi.h"
@@ -650,6 +651,102 @@ TEST_F(RolloutManagerUnitTest, ListAndMetricsReadTheKernelsCounters) {
   EXPECT_EQ(m.rollouts_open, 1u);
   EXPECT_EQ(m.rollouts_started, 1u);
   EXPECT_EQ(m.events_lost, 2u);
+}
+
+// --- Audit-only phases (issue 15) ---
+
+// The agent phase audit only, the grade phase enforced.
+constexpr char kAuditAgent[] = R"pb(
+  phase {
+    name: "agent"
+    network_access: MODEL_ONLY
+    enforce: AUDIT
+    dns { mode: NONE }
+  }
+  phase {
+    name: "grade"
+    network_access: MODEL_ONLY
+    dns { mode: NONE }
+  }
+)pb";
+
+TEST_F(RolloutManagerUnitTest, AnAuditPolicyIsRefusedWithoutAllowAudit) {
+  v1::StartRolloutRequest req = Request("r1");
+  req.set_policy_text(kAuditAgent);
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("phase \"agent\""));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("audit only (enforce: AUDIT)"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("allow_audit"));
+  EXPECT_THAT(kernel_->Calls(), IsEmpty()) << "refused before anything";
+  EXPECT_THAT(FilesEndingWith(options_.records_dir, ".record"), IsEmpty());
+  EXPECT_EQ(manager_->Metrics().refusals, 1u);
+  // The same with the policy-level enforce.
+  req.set_policy_text(absl::StrCat("enforce: AUDIT\n", kTwoPhases));
+  r = manager_->Start(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("phases \"agent\", \"grade\""));
+  EXPECT_THAT(kernel_->Calls(), IsEmpty());
+}
+
+TEST_F(RolloutManagerUnitTest, AnAllowedAuditRolloutSaysSoEverywhere) {
+  v1::StartRolloutRequest req = Request("r1");
+  req.set_policy_text(kAuditAgent);
+  req.set_allow_audit(true);
+  absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->audit_only());
+  EXPECT_EQ(std::vector<std::string>(r->audit_only_phase().begin(),
+                                     r->audit_only_phase().end()),
+            std::vector<std::string>{"agent"});
+  ASSERT_EQ(r->phase_policy_size(), 2);
+  EXPECT_TRUE(r->phase_policy(0).audit_only());
+  EXPECT_FALSE(r->phase_policy(1).audit_only());
+  // Another rollout, enforcing: counted apart.
+  ASSERT_TRUE(manager_->Start(Request("r2")).ok());
+
+  SandboxCounters c;
+  c.allowed = 7;
+  c.audit_denied = 4;
+  kernel_->SetCounters(r->cgroup_id(), c);
+  v1::ListRolloutsResponse list = manager_->List();
+  ASSERT_EQ(list.rollout_size(), 2);
+  EXPECT_TRUE(list.rollout(0).audit_only());
+  EXPECT_EQ(list.rollout(0).would_deny(), 4u);
+  EXPECT_FALSE(list.rollout(1).audit_only());
+  v1::HealthResponse health = manager_->Health();
+  EXPECT_EQ(health.audit_only_rollouts(), 1u);
+  ASSERT_EQ(health.audit_only_rollout_size(), 1);
+  EXPECT_EQ(health.audit_only_rollout(0), "r1");
+  EXPECT_EQ(manager_->Metrics().audit_only_sandboxes, 1u);
+  EXPECT_THAT(RenderMetrics(manager_->Metrics()),
+              HasSubstr("\nsandfence_audit_only_sandboxes 1\n"));
+
+  // Switched to the enforcing phase: no longer audit only anywhere.
+  absl::StatusOr<v1::SetPhaseResponse> grade =
+      manager_->SetPhase("r1", "grade");
+  ASSERT_TRUE(grade.ok()) << grade.status();
+  EXPECT_FALSE(grade->audit_only());
+  EXPECT_EQ(manager_->Health().audit_only_rollouts(), 0u);
+  EXPECT_THAT(RenderMetrics(manager_->Metrics()),
+              HasSubstr("\nsandfence_audit_only_sandboxes 0\n"));
+  absl::StatusOr<v1::SetPhaseResponse> back = manager_->SetPhase("r1", "agent");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->audit_only());
+  // The kernel's entry carries the audit bit only in the audit phase: the
+  // fake records the compiled phase it was given.
+  EXPECT_TRUE(kernel_->Egress(r->cgroup_id())->audit_only);
+
+  // A successor adopts it as audit only (from the saved compiled phases).
+  ASSERT_NO_FATAL_FAILURE(NewManager());
+  manager_->AdoptAndStart();
+  EXPECT_EQ(manager_->Health().audit_only_rollouts(), 1u);
+  ASSERT_TRUE(manager_->End("r1").ok());
+  EXPECT_EQ(manager_->Health().audit_only_rollouts(), 0u);
 }
 
 TEST_F(RolloutManagerUnitTest, WatchSeesTheRolloutsEventsFromTheEventThread) {

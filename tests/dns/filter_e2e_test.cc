@@ -104,6 +104,41 @@ TEST_F(DnsmasqFilterTest, BlockedNameIsNxdomainWithEdeAndNeverReachesUpstream) {
   EXPECT_EQ(out[2].type, kTypeAaaa);
 }
 
+// Issue 15: an audit-only phase answers the names it would block from the
+// upstream, opens none of their addresses, and says would_block with the
+// addresses; allowed names are answered and learned as ever.
+TEST_F(DnsmasqFilterTest, AnAuditPhaseAnswersWhatItWouldBlockAndOpensNothing) {
+  auto audit = std::make_shared<SandboxDnsPolicy>(
+      *Policy({{"model.test", {kModelPort}, "model"}}));
+  audit->audit_only = true;
+  filter_->server().SetPolicy(Filter::kSandbox1, audit);
+  absl::StatusOr<UdpAnswer> a = UdpExchange(
+      filter_->udp(), Query("secret.attacker.test", kTypeA, 41, 1232), kWait);
+  ASSERT_TRUE(a.ok()) << a.status();
+  Message m = MustParse(a->wire);
+  EXPECT_EQ(m.rcode(), 0);
+  EXPECT_THAT(Addresses(m), UnorderedElementsAre(Ip("10.6.6.6")));
+  EXPECT_TRUE(EdeOptions(m).empty()) << "no Blocked EDE: it was not blocked";
+  EXPECT_THAT(dns_->log(), HasSubstr("query[A] secret.attacker.test"));
+  EXPECT_TRUE(filter_->learned().empty()) << "a would-block name opens nothing";
+
+  absl::StatusOr<UdpAnswer> b =
+      UdpExchange(filter_->udp(), Query("model.test", kTypeA), kWait);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(filter_->learned().size(), 1u);
+  EXPECT_EQ(filter_->learned()[0].name, "model.test");
+
+  std::vector<QueryOutcome> out = filter_->outcomes(2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].verdict, Verdict::kWouldBlock);
+  EXPECT_STREQ(VerdictName(out[0].verdict), "would_block");
+  EXPECT_EQ(out[0].rcode, 0);
+  EXPECT_THAT(out[0].addresses, UnorderedElementsAre(Ip("10.6.6.6")));
+  EXPECT_THAT(out[0].detail, HasSubstr("would block"));
+  EXPECT_TRUE(out[0].matched.empty());
+  EXPECT_EQ(out[1].verdict, Verdict::kAllowed);
+}
+
 TEST_F(DnsmasqFilterTest, AllowedNameIsLearnedBeforeTheClientGetsTheAnswer) {
   // The client's socket, so that the learn hook can check that nothing has
   // been sent to it yet.

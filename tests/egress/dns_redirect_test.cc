@@ -360,6 +360,36 @@ TEST_F(DnsRedirectTest, AnUnfilteredPhaseJudgesPort53ByItsRules) {
   EXPECT_FALSE(Pending(t.sockets.udp.get()));
 }
 
+// Issue 15: an audit-only judge redirects as ever (its filter answers, and
+// records what it would block); where it would deny a query (no filter
+// target), the query goes to the rules of every sandbox instead: passed as
+// its would-deny, unless an enforcing sandbox around it denies.
+TEST_F(DnsRedirectTest, AnAuditJudgeRedirectsAndLeavesItsDenialsToTheRules) {
+  Target t = MakeTarget(12);
+  Listener resolver = Listen("127.0.0.154", 53);
+  CompiledPhase audit = Filtered();
+  audit.audit_only = true;
+  Cgroup sb = NewSandbox(audit);
+  SetTarget(sb, t);
+  EXPECT_EQ(Query(sb, t, "udp-query", "127.0.0.53"), 0);
+  EXPECT_FALSE(Pending(resolver.udp.get()));
+  ASSERT_TRUE(controller_->ClearDnsTarget(sb.id()).ok());
+  EXPECT_EQ(Probe(sb, {"udp-sendto", "127.0.0.154", "53"}), 0);
+  EXPECT_TRUE(Pending(resolver.udp.get())) << "not passed as a would-deny";
+  auto counters = controller_->Counters(sb.id());
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->audit_denied, 1u);
+  char buf[64];
+  while (recv(resolver.udp.get(), buf, sizeof(buf), MSG_DONTWAIT) >= 0) {
+  }
+
+  // Inside an enforcing sandbox with no rule for port 53: denied there.
+  Cgroup outer = NewSandbox(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.3", 9)}));
+  Cgroup inner = NewSandbox(audit, outer.path() + "/inner");
+  EXPECT_EQ(Probe(inner, {"udp-sendto", "127.0.0.154", "53"}), EPERM);
+  EXPECT_FALSE(Pending(resolver.udp.get()));
+}
+
 TEST_F(DnsRedirectTest, AnInheritPhaseIsUntouched) {
   Target t = MakeTarget(9);
   Listener resolver = Listen("127.0.0.154", 53);

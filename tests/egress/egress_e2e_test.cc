@@ -280,34 +280,13 @@ TEST_F(EgressE2eTest, BackstopStopsAConnectedSocketAfterAPhaseSwitch) {
     SCOPED_TRACE(addr);
     Cgroup sb = NewSandbox(Phase(v1::MODEL_ONLY, {UdpRule(addr, peer->port)},
                                  v1::LOOPBACK_RULES_ONLY));
-    int resume[2], ready[2];
-    ASSERT_EQ(pipe2(resume, O_CLOEXEC), 0);
-    ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
-    UniqueFd resume_r(resume[0]), resume_w(resume[1]), ready_r(ready[0]),
-        ready_w(ready[1]);
     DrainDatagrams(*peer);
-    SpawnOptions o;
-    o.cgroup_fd = sb.fd();
-    o.argv = {NetProbePath(),
-              "--pause-fds",
-              std::to_string(resume_r.get()),
-              std::to_string(ready_w.get()),
-              "udp-connected-send",
-              addr,
-              Port(peer->port)};
-    o.keep_fds = {resume_r.get(), ready_w.get()};
-    absl::StatusOr<pid_t> pid = SpawnInCgroup(o);
-    ASSERT_TRUE(pid.ok()) << pid.status();
-    ready_w.reset();
     // Connected and sent once in the phase that allows the peer.
-    pollfd p{.fd = ready_r.get(), .events = POLLIN, .revents = 0};
-    char b;
-    bool is_ready = poll(&p, 1, 10000) == 1 && read(ready_r.get(), &b, 1) == 1;
-    if (!is_ready) {
-      absl::StatusOr<int> status = WaitForExit(*pid);
-      FAIL() << "the probe did not connect and send in the allowing phase: "
-             << (status.ok() ? ProbeOutcome(*status) : "no status");
-    }
+    absl::StatusOr<HeldProbe> probe = HeldProbe::Start(
+        sb.fd(), {"udp-connected-send", addr, Port(peer->port)});
+    ASSERT_TRUE(probe.ok())
+        << "the probe did not connect and send in the allowing phase: "
+        << probe.status();
     EXPECT_TRUE(DatagramArrived(*peer)) << "the first datagram did not arrive";
     DenyingHooks(sb.id());
     // A phase with no rule for the peer.
@@ -316,8 +295,7 @@ TEST_F(EgressE2eTest, BackstopStopsAConnectedSocketAfterAPhaseSwitch) {
                                                       v1::LOOPBACK_RULES_ONLY))
                          .status();
     ASSERT_TRUE(s.ok()) << s;
-    ASSERT_EQ(write(resume_w.get(), "g", 1), 1);
-    absl::StatusOr<int> status = WaitForExit(*pid);
+    absl::StatusOr<int> status = probe->Resume();
     ASSERT_TRUE(status.ok()) << status.status();
     EXPECT_TRUE(IsEperm(*status))
         << "a connected socket's datagram after the switch";
@@ -342,38 +320,22 @@ TEST_F(EgressE2eTest, ASwitchCutsTheConnectionsTheNewPhaseForbids) {
     std::string op, addr;
     uint16_t port;
     int want;  // the probe's status after the switch
-    pid_t pid = -1;
-    UniqueFd resume_w, ready_r;
   };
   // A cut UDP socket is disconnected: its next send has no destination.
-  Held held[] = {
+  const Held held[] = {
       {"TCP to a host the new phase forbids", "tcp-connected-send",
-       "127.0.0.4", forbidden_.port, ECONNABORTED, -1, {}, {}},
-      {"TCP to the model", "tcp-connected-send", "127.0.0.2", model_.port, 0,
-       -1, {}, {}},
+       "127.0.0.4", forbidden_.port, ECONNABORTED},
+      {"TCP to the model", "tcp-connected-send", "127.0.0.2", model_.port, 0},
       {"connected UDP to a forbidden host", "udp-connected-send", "127.0.0.4",
-       forbidden_.port, EDESTADDRREQ, -1, {}, {}},
+       forbidden_.port, EDESTADDRREQ},
   };
-  for (Held& h : held) {
-    int resume[2], ready[2];
-    ASSERT_EQ(pipe2(resume, O_CLOEXEC), 0);
-    ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
-    UniqueFd resume_r(resume[0]), ready_w(ready[1]);
-    h.resume_w = UniqueFd(resume[1]);
-    h.ready_r = UniqueFd(ready[0]);
-    SpawnOptions o;
-    o.cgroup_fd = sb.fd();
-    o.argv = {NetProbePath(), "--pause-fds", std::to_string(resume_r.get()),
-              std::to_string(ready_w.get()), h.op, h.addr, Port(h.port)};
-    o.keep_fds = {resume_r.get(), ready_w.get()};
-    absl::StatusOr<pid_t> pid = SpawnInCgroup(o);
-    ASSERT_TRUE(pid.ok()) << pid.status();
-    h.pid = *pid;
-    ready_w.reset();
-    pollfd p{.fd = h.ready_r.get(), .events = POLLIN, .revents = 0};
-    char b;
-    ASSERT_TRUE(poll(&p, 1, 10000) == 1 && read(h.ready_r.get(), &b, 1) == 1)
-        << h.what << ": not connected in the inherit phase";
+  std::vector<HeldProbe> probes;
+  for (const Held& h : held) {
+    absl::StatusOr<HeldProbe> p =
+        HeldProbe::Start(sb.fd(), {h.op, h.addr, Port(h.port)});
+    ASSERT_TRUE(p.ok()) << h.what << ": not connected in the inherit phase: "
+                        << p.status();
+    probes.push_back(*std::move(p));
   }
   ASSERT_TRUE(controller_
                   ->SwitchPhase(sb.id(), ModelOnly(*this, model_.port,
@@ -405,13 +367,12 @@ TEST_F(EgressE2eTest, ASwitchCutsTheConnectionsTheNewPhaseForbids) {
       controller_->CutConnections(sb.ref());
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->empty());
-  for (Held& h : held) {
-    ASSERT_EQ(write(h.resume_w.get(), "g", 1), 1);
-    absl::StatusOr<int> status = WaitForExit(h.pid);
+  for (size_t i = 0; i < probes.size(); ++i) {
+    absl::StatusOr<int> status = probes[i].Resume();
     ASSERT_TRUE(status.ok()) << status.status();
-    EXPECT_EQ(*status, h.want)
-        << h.what << ": " << ProbeOutcome(*status) << ", not "
-        << ProbeOutcome(h.want);
+    EXPECT_EQ(*status, held[i].want)
+        << held[i].what << ": " << ProbeOutcome(*status) << ", not "
+        << ProbeOutcome(held[i].want);
   }
 }
 
@@ -424,24 +385,11 @@ TEST_F(EgressE2eTest, ASwitchLeavesWhatTheSandboxAcceptedAlone) {
     GTEST_SKIP() << "not cut here: " << controller_->cut_unavailable();
   }
   Cgroup sb = NewSandbox(Phase(v1::INHERIT, {}));
-  int resume[2], ready[2];
-  ASSERT_EQ(pipe2(resume, O_CLOEXEC), 0);
-  ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
-  UniqueFd resume_r(resume[0]), resume_w(resume[1]), ready_r(ready[0]),
-      ready_w(ready[1]);
-  SpawnOptions o;
-  o.cgroup_fd = sb.fd();
-  o.argv = {NetProbePath(), "--pause-fds", std::to_string(resume_r.get()),
-            std::to_string(ready_w.get()), "tcp-serve", "127.0.0.6", "0"};
-  o.keep_fds = {resume_r.get(), ready_w.get()};
-  absl::StatusOr<pid_t> pid = SpawnInCgroup(o);
-  ASSERT_TRUE(pid.ok()) << pid.status();
-  ready_w.reset();
   uint16_t port = 0;
-  pollfd p{.fd = ready_r.get(), .events = POLLIN, .revents = 0};
-  ASSERT_TRUE(poll(&p, 1, 10000) == 1 &&
-              read(ready_r.get(), &port, sizeof(port)) == sizeof(port))
-      << "the server in the sandbox did not listen";
+  absl::StatusOr<HeldProbe> server = HeldProbe::Start(
+      sb.fd(), {"tcp-serve", "127.0.0.6", "0"}, &port, sizeof(port));
+  ASSERT_TRUE(server.ok()) << "the server in the sandbox did not listen: "
+                           << server.status();
   // The client: this test process, outside every sandbox.
   UniqueFd client(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in to{};
@@ -453,8 +401,7 @@ TEST_F(EgressE2eTest, ASwitchLeavesWhatTheSandboxAcceptedAlone) {
             0)
       << strerror(errno);
   char b;
-  ASSERT_TRUE(poll(&p, 1, 10000) == 1 && read(ready_r.get(), &b, 1) == 1)
-      << "the server did not accept";
+  ASSERT_TRUE(server->Await(&b, 1)) << "the server did not accept";
   ASSERT_TRUE(controller_
                   ->SwitchPhase(sb.id(), ModelOnly(*this, model_.port,
                                                    v6_.port, resolver_.port))
@@ -464,8 +411,7 @@ TEST_F(EgressE2eTest, ASwitchLeavesWhatTheSandboxAcceptedAlone) {
   ASSERT_TRUE(cut.ok()) << cut.status();
   EXPECT_TRUE(cut->empty()) << "an accepted connection was cut, to "
                             << (cut->empty() ? "" : cut->front().peer.ToString());
-  ASSERT_EQ(write(resume_w.get(), "g", 1), 1);
-  absl::StatusOr<int> status = WaitForExit(*pid);
+  absl::StatusOr<int> status = server->Resume();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(*status, 0) << "the accepted connection: " << ProbeOutcome(*status);
 }

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,11 +17,15 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/cgroup.h"
 #include "common/ip.h"
+#include "common/status.h"
 #include "common/unique_fd.h"
 #include "compile/compiled_policy.h"
 #include "egress/egress_controller.h"
@@ -174,6 +179,81 @@ inline std::string NetProbePath() {
   const char* env = getenv("SANDFENCE_NET_PROBE");
   return env ? env : SANDFENCE_NET_PROBE_PATH;
 }
+
+// A net_probe held between its two steps (--pause-fds): it connects (or
+// listens), says so on a pipe, and waits for a word before it goes on. A
+// connection held open across a phase switch.
+class HeldProbe {
+ public:
+  // Starts `net_probe --pause-fds R W args...` in cgroup_fd and waits (10 s
+  // at most) for its first word: `ready` bytes of it (a port, say) go to
+  // *ready_out if given.
+  static absl::StatusOr<HeldProbe> Start(int cgroup_fd,
+                                         std::vector<std::string> args,
+                                         void* ready_out = nullptr,
+                                         size_t ready = 1) {
+    int resume[2], ready_pipe[2];
+    if (pipe2(resume, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
+    UniqueFd resume_r(resume[0]), resume_w(resume[1]);
+    if (pipe2(ready_pipe, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
+    UniqueFd ready_r(ready_pipe[0]), ready_w(ready_pipe[1]);
+    SpawnOptions o;
+    o.cgroup_fd = cgroup_fd;
+    o.argv = {NetProbePath(), "--pause-fds", std::to_string(resume_r.get()),
+              std::to_string(ready_w.get())};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.keep_fds = {resume_r.get(), ready_w.get()};
+    absl::StatusOr<pid_t> pid = SpawnInCgroup(o);
+    if (!pid.ok()) return pid.status();
+    HeldProbe h(*pid, std::move(resume_w), std::move(ready_r));
+    ready_w.reset();
+    char byte;
+    if (!h.Await(ready_out != nullptr ? ready_out : &byte,
+                 ready_out != nullptr ? ready : 1)) {
+      // Exited (its status says why), or hung (killed here).
+      kill(h.pid_, SIGKILL);
+      absl::StatusOr<int> status = WaitForExit(std::exchange(h.pid_, -1));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "net_probe ", absl::StrJoin(args, " "), " did not get ready: ",
+          status.ok() ? ProbeOutcome(*status) : status.status().ToString()));
+    }
+    return h;
+  }
+
+  HeldProbe(HeldProbe&& o) noexcept
+      : pid_(std::exchange(o.pid_, -1)),
+        resume_w_(std::move(o.resume_w_)),
+        ready_r_(std::move(o.ready_r_)) {}
+  HeldProbe& operator=(HeldProbe&&) = delete;
+  ~HeldProbe() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      WaitForExit(pid_).IgnoreError();
+    }
+  }
+
+  // Waits (10 s at most) for its next word of n bytes.
+  bool Await(void* out, size_t n) {
+    pollfd p{.fd = ready_r_.get(), .events = POLLIN, .revents = 0};
+    return poll(&p, 1, 10000) == 1 &&
+           read(ready_r_.get(), out, n) == static_cast<ssize_t>(n);
+  }
+
+  // Lets it go on; its exit status.
+  absl::StatusOr<int> Resume() {
+    if (write(resume_w_.get(), "g", 1) != 1) return ErrnoError(errno, "write");
+    absl::StatusOr<int> status = WaitForExit(pid_);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  HeldProbe(pid_t pid, UniqueFd resume_w, UniqueFd ready_r)
+      : pid_(pid), resume_w_(std::move(resume_w)), ready_r_(std::move(ready_r)) {}
+
+  pid_t pid_ = -1;
+  UniqueFd resume_w_, ready_r_;
+};
 
 }  // namespace sandfence::testing
 

@@ -356,6 +356,66 @@ TEST_F(UnixHooksTest, ANestedSandboxNarrowsItsParent) {
   EXPECT_EQ(Probe(inner, "own-stream", Abstract("inner")), 0);
 }
 
+// Issue 15: an audit-only phase lets a host service through as a
+// would-deny (reported, counted apart); sandfence's own sockets stay
+// refused; an enforcing sandbox around or inside it still denies.
+TEST_F(UnixHooksTest, AnAuditPhaseLetsAHostServiceThroughAsWouldDeny) {
+  auto own = EgressController::Create(PrivateHost());
+  ASSERT_TRUE(own.ok()) << own.status();
+  std::vector<NetEvent> events;
+  auto reader = NetEventReader::Create(
+      (*own)->events_fd(), [&](const NetEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(reader.ok());
+  UnixService svc(Path("svc.sock"), SOCK_STREAM);
+  UnixService daemon(Path("daemon.sock"), SOCK_STREAM);
+  ASSERT_TRUE((*own)->ProtectUnixName(PathName(Path("daemon.sock"))).ok());
+  CompiledPhase audit = ModelOnly();
+  audit.audit_only = true;
+  auto cg =
+      Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/unix-audit-", getpid()));
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  ASSERT_TRUE((*own)->AddSandbox(cg->fd(), cg->ref(), audit).ok());
+
+  EXPECT_EQ(Probe(*cg, "stream-connect", Path("svc.sock")), 0);
+  EXPECT_EQ(Probe(*cg, "stream-connect", Path("daemon.sock")), EPERM);
+  ASSERT_TRUE((*reader)->Drain().ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].verdict, SF_VERDICT_AUDIT_DENY);
+  EXPECT_EQ(events[0].reason, SF_REASON_NO_RULE);
+  EXPECT_EQ(events[0].hook, ConnectHook());
+  EXPECT_EQ(events[0].unix_name->ToString(), Path("svc.sock"));
+  EXPECT_EQ(events[0].sandbox, cg->id());
+  EXPECT_EQ(events[1].verdict, SF_VERDICT_DENY);
+  EXPECT_EQ(events[1].reason, SF_REASON_UNIX_PROTECTED);
+  auto counters = (*own)->Counters(cg->id());
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->audit_denied, 1u);
+  EXPECT_EQ(counters->allowed, 1u);
+  EXPECT_EQ(counters->denied, 1u);
+
+  // An enforcing sandbox inside the audit one narrows as ever.
+  CompiledPhase enforcing = ModelOnly();
+  auto inner = Cgroup::Create(absl::StrCat(cg->path(), "/enforcing"));
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  ASSERT_TRUE((*own)->AddSandbox(inner->fd(), inner->ref(), enforcing).ok());
+  EXPECT_EQ(Probe(*inner, "stream-connect", Path("svc.sock")), EPERM);
+  ASSERT_TRUE((*own)->RemoveSandbox(inner->id()).ok());
+  rmdir(inner->path().c_str());
+  ASSERT_TRUE((*own)->RemoveSandbox(cg->id()).ok());
+
+  // An audit sandbox inside an enforcing one widens nothing.
+  ASSERT_TRUE((*own)->AddSandbox(cg->fd(), cg->ref(), enforcing).ok());
+  auto audit_inner = Cgroup::Create(absl::StrCat(cg->path(), "/audit"));
+  ASSERT_TRUE(audit_inner.ok()) << audit_inner.status();
+  ASSERT_TRUE(
+      (*own)->AddSandbox(audit_inner->fd(), audit_inner->ref(), audit).ok());
+  EXPECT_EQ(Probe(*audit_inner, "stream-connect", Path("svc.sock")), EPERM);
+  ASSERT_TRUE((*own)->RemoveSandbox(audit_inner->id()).ok());
+  rmdir(audit_inner->path().c_str());
+  ASSERT_TRUE((*own)->RemoveSandbox(cg->id()).ok());
+  rmdir(cg->path().c_str());
+}
+
 TEST_F(UnixHooksTest, EveryAttemptIsRecordedWithItsName) {
   auto own = EgressController::Create(PrivateHost());
   ASSERT_TRUE(own.ok()) << own.status();

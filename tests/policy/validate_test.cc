@@ -78,6 +78,39 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"unknown numeric network_access",
              R"(phase { name: "agent" network_access: 9 })",
              {"phase \"agent\"", "network_access 9"}},
+        Case{"an audit-only phase is valid",
+             R"(phase { name: "agent" network_access: MODEL_ONLY
+                        enforce: AUDIT })",
+             {}},
+        Case{"a policy-level AUDIT over inherit phases too is valid",
+             R"(enforce: AUDIT
+                phase { name: "setup" network_access: INHERIT }
+                phase { name: "agent" network_access: MODEL_ONLY
+                        enforce: AUDIT })",
+             {}},
+        Case{"a phase contradicting the policy's enforce",
+             R"(name: "p" enforce: AUDIT
+                phase { name: "agent" network_access: MODEL_ONLY
+                        enforce: ENFORCE })",
+             {"phase \"agent\"", "enforce: ENFORCE",
+              "contradicts the policy's enforce: AUDIT"}},
+        Case{"an enforcing policy with an audit phase",
+             R"(enforce: ENFORCE
+                phase { name: "agent" network_access: MODEL_ONLY
+                        enforce: AUDIT })",
+             {"phase \"agent\"", "enforce: AUDIT",
+              "contradicts the policy's enforce: ENFORCE"}},
+        Case{
+            "enforce AUDIT on an inherit phase",
+            R"(phase { name: "setup" network_access: INHERIT enforce: AUDIT })",
+            {"phase \"setup\"", "enforce: AUDIT on an inherit phase"}},
+        Case{"unknown numeric enforce on a phase",
+             R"(phase { name: "agent" network_access: MODEL_ONLY enforce: 7 })",
+             {"phase \"agent\"", "enforce 7", "not ENFORCE or AUDIT"}},
+        Case{"unknown numeric enforce on the policy",
+             R"(name: "p" enforce: 5
+                phase { name: "agent" network_access: MODEL_ONLY })",
+             {"policy \"p\"", "enforce 5", "not ENFORCE or AUDIT"}},
         Case{"phase without a name",
              R"(phase { network_access: INHERIT })",
              {"phase #1 has no name"}},

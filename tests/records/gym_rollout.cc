@@ -20,14 +20,21 @@ absl::StatusOr<RecordOutcome> RecordGymRollout(const std::string& path,
     return *kernel;
   };
   absl::StatusOr<std::shared_ptr<RolloutRecorder>> rec =
-      router.Open(path, GymInfo(), GymPolicy(), options);
+      router.Open(path, GymInfo(), GymPolicy(run.audit_agent), options);
   if (!rec.ok()) return rec.status();
 
   uint64_t withheld = 0;
   auto send = [&](Attempt a, int times = 1, uint32_t tgid_step = 0) {
+    // The audit-only agent phase lets its denials through as would-denies.
+    if (run.audit_agent && a.generation == 2 && a.verdict == SF_VERDICT_DENY) {
+      a.verdict = SF_VERDICT_AUDIT_DENY;
+    }
     for (int i = 0; i < times; ++i) {
       if (a.verdict == SF_VERDICT_ALLOW) {
         ++kernel->allowed;
+      } else if (a.verdict == SF_VERDICT_AUDIT_DENY) {
+        ++kernel->allowed;
+        ++kernel->audit_denied;
       } else {
         ++kernel->denied;
       }
@@ -120,6 +127,12 @@ absl::StatusOr<RecordOutcome> RecordGymRollout(const std::string& path,
        2);
 
   auto dns = [&](DnsQueryInfo q, int times = 1) {
+    if (run.audit_agent && q.generation == 2 && q.verdict == "blocked") {
+      q.verdict = "would_block";
+      q.rcode = 0;
+      q.addresses = {*IpAddress::Parse("198.51.100.66")};
+      q.detail = "audit only: phase \"agent\" would block this name";
+    }
     for (int i = 0; i < times; ++i) {
       (*rec)->AddDnsQuery(q);
       q.boot_ns += 250000000;  // 250 ms apart

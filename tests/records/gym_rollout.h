@@ -25,6 +25,9 @@ struct GymRun {
   // Also the DNS queries a filtered agent phase would decide (kGymDns*).
   bool dns = false;
   size_t max_dns_entries = 10000;
+  // The agent phase is audit only (issue 15): its denials are would-denies
+  // (allowed, counted in audit_denied) and its blocked names would_block.
+  bool audit_agent = false;
 };
 
 // The DNS queries of the gym rollout with dns: true, and the entries they

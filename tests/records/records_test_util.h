@@ -92,7 +92,8 @@ inline Rule MakeRule(L4 protocol, const char* dest, uint16_t port,
 
 // setup: inherit, every allow recorded; agent: model and tools, first allow
 // per destination recorded; verify: model only.
-inline CompiledPolicy GymPolicy() {
+// audit_agent: the agent phase is audit only (enforce: AUDIT).
+inline CompiledPolicy GymPolicy(bool audit_agent = false) {
   CompiledPolicy p;
   p.name = "gym-default";
   p.content_hash =
@@ -115,6 +116,7 @@ inline CompiledPolicy GymPolicy() {
                                 "cannot reach",
                                 RuleSource::kTool}};
   agent.audit_allowed = v1::Audit::FIRST_PER_DESTINATION;
+  agent.audit_only = audit_agent;
   CompiledPhase verify;
   verify.name = "verify";
   verify.access = v1::MODEL_ONLY;

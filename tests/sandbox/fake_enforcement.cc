@@ -371,7 +371,7 @@ absl::Status FakeEnforcement::ReleaseCgroup(uint64_t cgroup_id, bool remove) {
 }
 
 absl::StatusOr<uint32_t> FakeEnforcement::AttachEgress(
-    uint64_t cgroup_id, const CompiledPhase& /*phase*/, uint16_t phase_index) {
+    uint64_t cgroup_id, const CompiledPhase& phase, uint16_t phase_index) {
   if (absl::Status s = kernel_->Enter(FakeCall::kAttachEgress, cgroup_id);
       !s.ok()) {
     return s;
@@ -392,12 +392,13 @@ absl::StatusOr<uint32_t> FakeEnforcement::AttachEgress(
   e.generation = ++kernel_->generation_;
   e.phase = phase_index;
   e.ring = static_cast<uint8_t>(slot_);
+  e.audit_only = phase.audit_only;
   kernel_->egress_[cgroup_id] = e;
   return e.generation;
 }
 
 absl::StatusOr<uint32_t> FakeEnforcement::SwitchEgress(
-    uint64_t cgroup_id, const CompiledPhase& /*phase*/, uint16_t phase_index) {
+    uint64_t cgroup_id, const CompiledPhase& phase, uint16_t phase_index) {
   if (absl::Status s = kernel_->Enter(FakeCall::kSwitchEgress, cgroup_id);
       !s.ok()) {
     return s;
@@ -410,6 +411,7 @@ absl::StatusOr<uint32_t> FakeEnforcement::SwitchEgress(
   }
   it->second.generation = ++kernel_->generation_;
   it->second.phase = phase_index;
+  it->second.audit_only = phase.audit_only;
   return it->second.generation;
 }
 

@@ -63,6 +63,8 @@ struct FakeEgress {
   uint16_t phase = 0;
   uint8_t ring = 0;  // the owner's driver slot
   SandboxCounters counters;
+  // The phase attached or switched to is audit only (SF_SB_AUDIT).
+  bool audit_only = false;
   // Hooks whose pinned links are gone: AdoptEgress reports them.
   std::vector<std::string> missing_hooks;
 };

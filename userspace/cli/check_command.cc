@@ -183,6 +183,13 @@ int CheckCommand(int argc, char** argv) {
     for (const std::string& note : report->notes) {
       absl::FPrintF(stderr, "sandfence check: warning: %s\n", note);
     }
+    for (const CompiledPhase& phase : compiled->phases) {
+      if (!phase.audit_only) continue;
+      absl::FPrintF(stderr,
+                    "sandfence check: note: phase \"%s\" is AUDIT ONLY "
+                    "(enforce: AUDIT): replayed as if it were enforced\n",
+                    phase.name);
+    }
     out = json ? FormatReplayJson(*report, records)
                : FormatReplayText(*report, records);
     if (!report->denied.empty()) code = kExitWouldDeny;

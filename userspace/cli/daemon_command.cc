@@ -231,6 +231,10 @@ int RolloutsCommand(int argc, char** argv) {
   for (const v1::RolloutSummary& r : resp.rollout()) {
     std::string note;
     if (r.adopted()) note += " (adopted)";
+    if (r.audit_only()) {
+      note += absl::StrCat(" AUDIT ONLY (nothing denied; ", r.would_deny(),
+                           " would have been)");
+    }
     if (!r.borrowed_from().empty()) {
       note += absl::StrCat(" (borrowed from ", r.borrowed_from(), ")");
     }
@@ -267,6 +271,12 @@ int PhaseCommand(int argc, char** argv) {
   std::printf("%s: %s -> %s (generation %u)\n", req.rollout_id().c_str(),
               resp.previous_phase().c_str(), resp.phase().c_str(),
               resp.generation());
+  if (resp.audit_only()) {
+    std::printf(
+        "%s: AUDIT ONLY: phase \"%s\" denies nothing (enforce: "
+        "AUDIT)\n",
+        req.rollout_id().c_str(), resp.phase().c_str());
+  }
   // What the switch cut of the connections the sandbox had open, or why
   // it could not (issue 15).
   for (const v1::CutConnection& c : resp.cut()) {

@@ -31,7 +31,7 @@ constexpr char kUsage[] =
     "           [--model URL]... [--tool URL]... [--required-tool URL]...\n"
     "           [--allow HOST:PORT[/tcp|/udp]]... [--netns host|private]\n"
     "           [--user UID[:GID]] [--resolver IP[:PORT]] [--record PATH]\n"
-    "           [--guard auto|lsm|signal|off]\n"
+    "           [--guard auto|lsm|signal|off] [--allow-audit]\n"
     "           -- CMD [ARG]...\n"
     "\n"
     "Runs CMD in a fresh sandbox (a cgroup) under one phase of the policy:\n"
@@ -54,6 +54,7 @@ struct RunFlags {
   std::optional<gid_t> gid;
   std::string record_path;
   std::optional<GuardMode> guard;
+  bool allow_audit = false;
 };
 
 absl::Status ParseUser(absl::string_view text, RunFlags* flags) {
@@ -154,6 +155,10 @@ int Execute(const Selected& selected, const RunFlags& flags,
   request.uid = flags.uid;
   request.gid = flags.gid;
   request.private_netns = flags.private_netns;
+  request.allow_audit = flags.allow_audit;
+  if (flags.allow_audit) {
+    std::fputs(FormatRunBanner(phase).c_str(), stderr);
+  }
   absl::StatusOr<RunSummary> summary = RunInSandbox(request);
   if (!summary.ok()) {
     int code = ExitCodeFor(summary.status());
@@ -193,6 +198,12 @@ int RunCommand(int argc, char** argv) {
         flags.guard = *mode;
         return absl::OkStatus();
       });
+  parser.AddBoolFlag(
+      "allow-audit",
+      "run the phase even if it is audit only (enforce: AUDIT): nothing is "
+      "denied and what would be is listed; without this flag such a phase "
+      "is refused (exit 78)",
+      &flags.allow_audit);
   parser.AddValueFlag("record", "PATH",
                       "write the rollout record (see sandfence records show)",
                       [&](absl::string_view v) {

@@ -118,6 +118,10 @@ struct CompiledPhase {
   bool unix_checked = false;
   bool unix_unchecked = false;
   std::vector<UnixName> unix_names;
+  // enforce: AUDIT (restricted phases only): everything is judged as usual
+  // and nothing is denied; each would-deny is reported (SF_SB_AUDIT), and
+  // the DNS filter answers the names it would block.
+  bool audit_only = false;
 
   bool restricted() const { return access != v1::INHERIT; }
 };
@@ -131,6 +135,14 @@ struct CompiledPolicy {
   // on_switch: CUT_REQUIRED (a host that cannot cut connections at a phase
   // switch refuses the policy).
   bool cut_required = false;
+
+  // Whether any phase is audit only (enforce: AUDIT).
+  bool HasAuditOnly() const {
+    for (const auto& p : phases) {
+      if (p.audit_only) return true;
+    }
+    return false;
+  }
 
   // nullptr when absent.
   const CompiledPhase* FindPhase(absl::string_view phase_name) const {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "compile/content_hash.h"
 #include "compile/rules.h"
@@ -93,6 +94,8 @@ absl::StatusOr<CompiledPolicy> PolicyCompiler::Compile(
     if (!only_phase.empty() && phase.name() != only_phase) continue;
     absl::StatusOr<CompiledPhase> compiled = CompilePhase(phase, context);
     if (!compiled.ok()) return compiled.status();
+    // The policy set's enforce applies where the phase sets none.
+    compiled->audit_only = AuditOnly(effective, phase);
     out.phases.push_back(*std::move(compiled));
   }
   if (out.phases.empty()) {
@@ -168,6 +171,7 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   out.audit_allowed = phase.audit().allowed() == v1::Audit::ALLOWED_UNSPECIFIED
                           ? v1::Audit::FIRST_PER_DESTINATION
                           : phase.audit().allowed();
+  out.audit_only = phase.enforce() == v1::AUDIT && out.restricted();
 
   // Everything is parsed before anything is judged: malformed input is
   // reported as such whatever the mode would have done with it, inherit
@@ -484,6 +488,22 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   SortAndMergeRules(&rules);
   out.rules = std::move(rules);
   return out;
+}
+
+absl::Status CheckAuditAllowed(const CompiledPolicy& policy, bool allowed,
+                               absl::string_view how_to_allow) {
+  if (allowed) return absl::OkStatus();
+  std::vector<std::string> audited;
+  for (const CompiledPhase& p : policy.phases) {
+    if (p.audit_only) audited.push_back(Quote(p.name));
+  }
+  if (audited.empty()) return absl::OkStatus();
+  return Rejected(absl::StrCat(
+      audited.size() == 1 ? "phase " : "phases ", absl::StrJoin(audited, ", "),
+      " of policy ", Quote(policy.name), audited.size() == 1 ? " is" : " are",
+      " audit only (enforce: AUDIT): nothing there would be denied; "
+      "a policy alone cannot turn enforcement off, so set ",
+      how_to_allow, " to run it audit only"));
 }
 
 }  // namespace sandfence

@@ -86,6 +86,13 @@ class PolicyCompiler {
   std::map<std::string, absl::StatusOr<std::vector<IpAddress>>> cache_;
 };
 
+// Audit-only phases (enforce: AUDIT) turn enforcement off for what they
+// would deny: a policy file alone must not do that on a host. OK when the
+// policy has none or `allowed`; else Rejected, naming the phases and
+// `how_to_allow` (the flag or field that allows them).
+absl::Status CheckAuditAllowed(const CompiledPolicy& policy, bool allowed,
+                               absl::string_view how_to_allow);
+
 }  // namespace sandfence
 
 #endif  // SANDFENCE_COMPILE_COMPILER_H_

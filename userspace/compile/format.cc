@@ -76,6 +76,20 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
 
   std::string out = absl::StrCat("policy \"", policy.name,
                                  "\"  sha256:", policy.content_hash, "\n");
+  // Loud, and before any rule: an audit phase must never be read as an
+  // enforced one.
+  std::vector<std::string> audited;
+  for (const CompiledPhase& phase : policy.phases) {
+    if (phase.audit_only)
+      audited.push_back(absl::StrCat("\"", phase.name, "\""));
+  }
+  if (!audited.empty()) {
+    absl::StrAppend(
+        &out, "AUDIT ONLY: ", audited.size() == 1 ? "phase " : "phases ",
+        absl::StrJoin(audited, ", "), audited.size() == 1 ? " denies" : " deny",
+        " nothing (enforce: AUDIT); what the rules below "
+        "would deny is allowed and recorded as \"would deny\"\n");
+  }
   for (const CompiledPhase& phase : policy.phases) {
     std::string name = Pad(phase.name, phase_width);
     if (!phase.restricted()) {
@@ -83,7 +97,9 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
                       " (no restrictions)\n");
       continue;
     }
-    absl::StrAppend(&out, name, "  mode ", AccessName(phase.access), "\n");
+    absl::StrAppend(&out, name, "  mode ", AccessName(phase.access),
+                    phase.audit_only ? "  AUDIT ONLY: nothing is denied" : "",
+                    "\n");
     for (const Rule& rule : phase.rules) {
       absl::StrAppend(&out, name, "  allow ", L4Name(rule.protocol), " ",
                       Pad(FormatDestination(rule), dest_width), "  ",
@@ -119,7 +135,10 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
                         GrantsText(r), "  ", r.origin, "\n");
       }
       absl::StrAppend(&out, name,
-                      "  name  every other name: NXDOMAIN (blocked)\n");
+                      phase.audit_only
+                          ? "  name  every other name: answered, recorded as "
+                            "would_block (audit only)\n"
+                          : "  name  every other name: NXDOMAIN (blocked)\n");
     }
     if (phase.unix_checked) {
       absl::StrAppend(&out, name,
@@ -131,8 +150,12 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
       absl::StrAppend(&out, name,
                       "  unix  UNCHECKED: every Unix socket is reachable\n");
     }
-    // Default-deny is stated, never implied.
-    absl::StrAppend(&out, name, "  deny  all other traffic\n");
+    // Default-deny is stated, never implied; so is its absence.
+    absl::StrAppend(&out, name,
+                    phase.audit_only
+                        ? "  audit all other traffic: allowed, recorded as "
+                          "would deny (enforce: AUDIT)\n"
+                        : "  deny  all other traffic\n");
   }
   return out;
 }
@@ -210,10 +233,12 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
         JsonQuote(phase.name), ",\n", "      \"network_access\": ",
         JsonQuote(v1::NetworkAccess_Name(phase.access)), ",\n",
         "      \"restricted\": ", phase.restricted() ? "true" : "false", ",\n",
+        "      \"enforce\": ",
+        JsonQuote(phase.audit_only ? "AUDIT" : "ENFORCE"), ",\n",
         "      \"rules\": ", list(rules), ",\n",
         "      \"dropped\": ", list(dropped), ",\n", dns, unix_sockets,
-        "      \"loopback\": ",
-        JsonQuote(v1::Loopback_Name(phase.loopback)), ",\n",
+        "      \"loopback\": ", JsonQuote(v1::Loopback_Name(phase.loopback)),
+        ",\n",
         "      \"guard\": ", JsonQuote(v1::Guard::Mode_Name(phase.guard)),
         ",\n", "      \"audit_allowed\": ",
         JsonQuote(v1::Audit::Allowed_Name(phase.audit_allowed)), "\n",

@@ -53,7 +53,8 @@ void RenderDnsMetrics(const std::vector<ManagerMetrics::RolloutDns>& dns,
          {dns::Verdict::kAllowed, dns::Verdict::kBlocked,
           dns::Verdict::kRefused, dns::Verdict::kMalformed,
           dns::Verdict::kNotServed, dns::Verdict::kUpstreamFailed,
-          dns::Verdict::kLearnFailed, dns::Verdict::kRateLimited}) {
+          dns::Verdict::kLearnFailed, dns::Verdict::kRateLimited,
+          dns::Verdict::kWouldBlock}) {
       counts.try_emplace(dns::VerdictName(v), 0);
     }
     for (const auto& [verdict, n] : counts) {
@@ -143,6 +144,11 @@ std::string RenderMetrics(const ManagerMetrics& m) {
   metric("sandfence_runs_reaped_total", "counter",
          "Sandboxes of dead `sandfence run`s ended by this daemon.", "",
          m.runs_reaped);
+  metric("sandfence_audit_only_sandboxes", "gauge",
+         "Open rollouts whose sandbox is in an audit-only phase now "
+         "(enforce: AUDIT): nothing is denied there, what would be is "
+         "recorded.",
+         "", m.audit_only_sandboxes);
   RenderDnsMetrics(m.dns, out);
   return out;
 }

@@ -87,6 +87,13 @@ absl::StatusOr<CompiledPolicy> CompileForRequest(
   return compiler.Compile(policy_set, endpoints, context);
 }
 
+bool PhaseIsAuditOnly(const v1::RolloutState& state, absl::string_view phase) {
+  for (const v1::PhasePolicy& p : state.compiled_phase()) {
+    if (p.name() == phase) return p.audit_only();
+  }
+  return false;
+}
+
 absl::StatusOr<CompiledPolicy> PolicyFromState(const v1::RolloutState& s) {
   CompiledPolicy policy;
   policy.name = s.response().policy_name();

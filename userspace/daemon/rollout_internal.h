@@ -52,6 +52,8 @@ PolicySource SourceOf(const v1::StartRolloutRequest& req);
 absl::StatusOr<CompiledPolicy> CompileForRequest(
     const v1::PolicySet& policy_set, const v1::StartRolloutRequest& req,
     const std::vector<HostPort>& resolvers);
+// Whether a phase of the rollout's compiled policy is audit only.
+bool PhaseIsAuditOnly(const v1::RolloutState& state, absl::string_view phase);
 // The compiled policy a state file keeps (nothing is re-resolved).
 absl::StatusOr<CompiledPolicy> PolicyFromState(const v1::RolloutState& s);
 // The cgroup v2 directories of this process and its ancestors: never a

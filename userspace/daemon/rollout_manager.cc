@@ -43,6 +43,7 @@ using rollout_internal::Echo;
 using rollout_internal::MtimeNs;
 using rollout_internal::NowUnixNs;
 using rollout_internal::OwnCgroupChain;
+using rollout_internal::PhaseIsAuditOnly;
 using rollout_internal::SourceOf;
 
 RolloutManager::RolloutManager(ManagerOptions options,
@@ -154,6 +155,7 @@ void RolloutManager::Publish(const Rollout& r) {
   s.set_borrowed_from(r.state.response().borrowed_from());
   s.set_adopted(r.adopted);
   s.set_generation(r.state.response().generation());
+  s.set_audit_only(PhaseIsAuditOnly(r.state, r.state.phase()));
   views_[r.id()] = std::move(s);
 }
 
@@ -351,6 +353,11 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
   absl::StatusOr<CompiledPolicy> compiled =
       CompileForRequest(*policy_set, req, options_.resolvers);
   if (!compiled.ok()) return compiled.status();
+  if (absl::Status s = CheckAuditAllowed(*compiled, req.allow_audit(),
+                                         "allow_audit: true in the request");
+      !s.ok()) {
+    return s;
+  }
   if (spec.borrowed) {
     std::string owner_guard = "not reported";
     if (!borrowed_from.empty()) {
@@ -401,6 +408,10 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
   for (const CompiledPhase& p : sb.policy().phases) {
     *resp->add_phase_policy() = ToPhasePolicy(p);
     *r->state.add_compiled_phase() = ToPhasePolicy(p);
+    if (p.audit_only) resp->add_audit_only_phase(p.name);
+  }
+  if (const CompiledPhase* now = sb.policy().FindPhase(sb.phase())) {
+    resp->set_audit_only(now->audit_only);
   }
   resp->set_policy_name(sb.policy().name);
   resp->set_policy_hash(sb.policy().content_hash);
@@ -446,6 +457,7 @@ absl::StatusOr<v1::SetPhaseResponse> RolloutManager::SetPhase(
   out.set_generation(change->generation);
   for (const CutConnection& c : change->cut) *out.add_cut() = CutToProto(c);
   out.set_not_cut(change->not_cut);
+  out.set_audit_only(PhaseIsAuditOnly(r->state, change->phase));
   if (!change->changed) return out;
   r->state.set_phase(change->phase);
   r->state.mutable_response()->set_generation(change->generation);

@@ -77,6 +77,8 @@ struct ManagerMetrics {
   uint64_t watch_events_missed = 0;  // by slow WatchEvents readers
   uint64_t calls_refused_from_sandboxes = 0;
   uint64_t runs_reaped = 0;
+  // Open rollouts whose phase in force is audit only (nothing denied).
+  uint64_t audit_only_sandboxes = 0;
   // Per open rollout whose policy filters DNS (issue 14), by rollout id.
   struct RolloutDns {
     std::string rollout_id;

@@ -26,6 +26,7 @@
 #include "policy/rollout_endpoints.h"
 #include "records/journal.h"
 #include "records/merged_record.h"
+#include "records/recorder.h"
 #include "resolve/resolver.h"
 #include "sandbox/kernel_enforcement.h"
 #include "sandbox/reaper.h"
@@ -46,6 +47,7 @@ v1::ListRolloutsResponse RolloutManager::List() {
         c.ok()) {
       s.set_allowed(c->allowed);
       s.set_denied(c->denied);
+      s.set_would_deny(c->audit_denied);
     }
   }
   std::sort(out.mutable_rollout()->begin(), out.mutable_rollout()->end(),
@@ -62,6 +64,9 @@ ManagerMetrics RolloutManager::Metrics() {
   {
     absl::MutexLock lock(&mu_);
     m.rollouts_open = views_.size();
+    for (const auto& [id, view] : views_) {
+      m.audit_only_sandboxes += view.audit_only() ? 1 : 0;
+    }
     for (const auto& [cgroup_id, owner] : owner_of_) ids.push_back(cgroup_id);
     for (const auto& [id, r] : rollouts_) rollouts.push_back(r);
   }
@@ -126,8 +131,15 @@ v1::HealthResponse RolloutManager::Health() {
     absl::MutexLock lock(&mu_);
     h.set_open_rollouts(static_cast<uint32_t>(views_.size()));
     uint32_t adopted = 0;
-    for (const auto& [id, v] : views_) adopted += v.adopted() ? 1 : 0;
+    std::vector<std::string> audit_only;
+    for (const auto& [id, v] : views_) {
+      adopted += v.adopted() ? 1 : 0;
+      if (v.audit_only()) audit_only.push_back(id);
+    }
     h.set_adopted_rollouts(adopted);
+    std::sort(audit_only.begin(), audit_only.end());
+    h.set_audit_only_rollouts(static_cast<uint32_t>(audit_only.size()));
+    for (const std::string& id : audit_only) h.add_audit_only_rollout(id);
   }
   h.add_kernel_feature("cgroup_sock_addr");
   h.add_kernel_feature("cgroup_skb");
@@ -154,7 +166,7 @@ absl::StatusOr<uint64_t> RolloutManager::Watch(const std::string& rollout_id,
         v1::RolloutEvent out;
         out.set_rollout_id(rollout_id);
         out.set_generation(e.generation);
-        out.set_verdict(e.denied() ? v1::VERDICT_DENY : v1::VERDICT_ALLOW);
+        out.set_verdict(VerdictOf(e.verdict));
         out.set_reason(std::string(ReasonName(e.reason)));
         out.set_hook(std::string(HookName(e.hook)));
         out.set_protocol(ProtocolName(e.protocol));

@@ -39,6 +39,8 @@ const char* VerdictName(Verdict v) {
       return "learn_failed";
     case Verdict::kRateLimited:
       return "rate_limited";
+    case Verdict::kWouldBlock:
+      return "would_block";
   }
   return "unknown";
 }
@@ -191,7 +193,10 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
   out.generation = policy->generation;
   NameMatch match = policy->rules.Match(query.questions[0].name);
   out.matched = match.patterns;
-  if (match.grants.empty()) {
+  // Audit only: a name the phase would block is answered as if allowed,
+  // and every outcome of it says would_block.
+  const bool would_block = match.grants.empty();
+  if (would_block && !policy->audit_only) {
     out.verdict = Verdict::kBlocked;
     Send(*reply, BuildResponse(query, Rcode::kNxDomain,
                                Ede{EdeCode::kBlocked, BlockText(*policy)}));
@@ -199,7 +204,7 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
   }
   auto shared_query = std::make_shared<const Message>(*std::move(parsed));
   if (!forwarder_) {
-    out.verdict = Verdict::kUpstreamFailed;
+    out.verdict = would_block ? Verdict::kWouldBlock : Verdict::kUpstreamFailed;
     out.detail =
         "no upstream resolver is known (the host's nameservers are not known "
         "and no --resolver or dns resolver is given)";
@@ -216,7 +221,7 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
                    std::move(match), std::move(answer));
       });
   if (!s.ok()) {
-    out.verdict = Verdict::kRefused;
+    out.verdict = would_block ? Verdict::kWouldBlock : Verdict::kRefused;
     out.detail = std::string(s.message());
     Send(*reply, BuildResponse(*shared_query, Rcode::kRefused,
                                Ede{EdeCode::kOther,
@@ -230,8 +235,10 @@ void FilterServer::OnUpstream(std::shared_ptr<Reply> reply,
                               NameMatch match,
                               absl::StatusOr<UpstreamAnswer> answer) {
   QueryOutcome& out = reply->outcome;
+  // Only an audit-only policy forwards a name no rule matched.
+  const bool would_block = match.grants.empty();
   if (!answer.ok()) {
-    out.verdict = Verdict::kUpstreamFailed;
+    out.verdict = would_block ? Verdict::kWouldBlock : Verdict::kUpstreamFailed;
     out.detail = std::string(answer.status().message());
     const EdeCode code = absl::IsDeadlineExceeded(answer.status())
                              ? EdeCode::kNoReachableAuthority
@@ -244,7 +251,16 @@ void FilterServer::OnUpstream(std::shared_ptr<Reply> reply,
   }
   const Question& q = query->questions[0];
   ChainAddresses chain = FollowChain(answer->message, q.name);
-  if (!chain.addresses.empty()) {
+  if (would_block) {
+    // Reported, never opened: connections to them are judged (and
+    // reported as would-deny) by the rules.
+    for (const AnswerAddress& a : chain.addresses) {
+      out.addresses.push_back(a.addr);
+    }
+    out.detail = absl::StrCat("audit only: phase \"", policy->phase,
+                              "\" would block this name; answered, its "
+                              "addresses not opened");
+  } else if (!chain.addresses.empty()) {
     LearnRequest req;
     req.sandbox = *out.sandbox;
     req.generation = policy->generation;
@@ -273,12 +289,12 @@ void FilterServer::OnUpstream(std::shared_ptr<Reply> reply,
       RewriteAnswer(answer->wire, answer->message, *query,
                     ClientTtlCap(policy->ttl), reply->max_size);
   if (!wire.ok()) {
-    out.verdict = Verdict::kUpstreamFailed;
+    out.verdict = would_block ? Verdict::kWouldBlock : Verdict::kUpstreamFailed;
     out.detail = std::string(wire.status().message());
     Send(*reply, BuildResponse(*query, Rcode::kServFail));
     return;
   }
-  out.verdict = Verdict::kAllowed;
+  out.verdict = would_block ? Verdict::kWouldBlock : Verdict::kAllowed;
   Send(*reply, *std::move(wire), answer->message.rcode());
 }
 

@@ -69,6 +69,10 @@ struct SandboxDnsPolicy {
   TtlPolicy ttl;
   std::string phase;        // for records and the block message
   uint64_t generation = 0;  // passed back to `learn`, opaque here
+  // Audit only (enforce: AUDIT): a name the rules do not allow is
+  // forwarded and answered like an allowed one, its addresses reported but
+  // not learned (opened), and its outcome is kWouldBlock.
+  bool audit_only = false;
 };
 
 struct LearnedAddress {
@@ -97,6 +101,9 @@ enum class Verdict : uint8_t {
   kUpstreamFailed,  // SERVFAIL: no upstream answer in time
   kLearnFailed,     // SERVFAIL: the addresses could not be opened
   kRateLimited,     // over the sandbox's query rate: dropped unanswered
+  kWouldBlock,      // audit only: a name the phase would block, answered
+                    // by the upstream (or SERVFAIL when it failed); its
+                    // addresses are not opened
 };
 const char* VerdictName(Verdict v);
 

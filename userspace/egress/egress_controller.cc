@@ -886,7 +886,8 @@ SandboxCounters EgressController::TakeCounters(uint64_t cgroup_id) {
   SandboxCounters out;
   sf_counters c{};
   if (bpf_map_lookup_elem(maps_.counters.get(), &cgroup_id, &c) == 0) {
-    out = {c.allowed, c.denied, c.events_lost, c.allowed_unreported};
+    out = {c.allowed, c.denied, c.events_lost, c.allowed_unreported,
+           c.audit_denied};
   }
   bpf_map_delete_elem(maps_.counters.get(), &cgroup_id);
   return out;
@@ -1009,7 +1010,7 @@ absl::StatusOr<SandboxCounters> EgressController::Counters(
         absl::StrCat("no counters for cgroup ", cgroup_id));
   }
   return SandboxCounters{c.allowed, c.denied, c.events_lost,
-                         c.allowed_unreported};
+                         c.allowed_unreported, c.audit_denied};
 }
 
 absl::StatusOr<uint32_t> EgressController::Generation(

@@ -53,6 +53,8 @@ struct SandboxCounters {
   uint64_t events_lost = 0;  // kernel-side: ring buffer reserve failures
   // Allows not reported by the audit setting (not events, not losses).
   uint64_t allowed_unreported = 0;
+  // Of the allowed: what an audit-only phase would have denied.
+  uint64_t audit_denied = 0;
 };
 
 // A sandbox as the kernel holds it (sf_sandboxes): the truth a process that

@@ -36,6 +36,10 @@ absl::StatusOr<NetEvent> DecodeNetEvent(const void* data, size_t size) {
   } else if (raw.type != SF_EVENT_NET) {
     return absl::DataLossError(absl::StrCat("unknown event type ", raw.type));
   }
+  if (raw.verdict != SF_VERDICT_ALLOW && raw.verdict != SF_VERDICT_DENY &&
+      raw.verdict != SF_VERDICT_AUDIT_DENY) {
+    return absl::DataLossError(absl::StrCat("unknown verdict ", raw.verdict));
+  }
   e.hook = static_cast<sf_hook>(raw.hook);
   e.verdict = static_cast<sf_verdict>(raw.verdict);
   e.reason = static_cast<sf_reason>(raw.reason);
@@ -84,7 +88,15 @@ absl::string_view HookName(sf_hook hook) {
 }
 
 absl::string_view VerdictName(sf_verdict verdict) {
-  return verdict == SF_VERDICT_ALLOW ? "allow" : "deny";
+  switch (verdict) {
+    case SF_VERDICT_ALLOW:
+      return "allow";
+    case SF_VERDICT_DENY:
+      return "deny";
+    case SF_VERDICT_AUDIT_DENY:
+      return "would deny";
+  }
+  return "unknown";
 }
 
 absl::string_view ReasonName(sf_reason reason) {

@@ -39,6 +39,8 @@ struct NetEvent {
   std::optional<UnixName> unix_name;
 
   bool denied() const { return verdict == SF_VERDICT_DENY; }
+  // Let through by an audit-only phase that would have denied it.
+  bool would_deny() const { return verdict == SF_VERDICT_AUDIT_DENY; }
   bool is_unix() const { return unix_name.has_value(); }
 };
 

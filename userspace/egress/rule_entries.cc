@@ -181,6 +181,7 @@ uint32_t SandboxFlags(const CompiledPhase& phase) {
   // An unrestricted phase sends DNS wherever it likes: nothing to filter.
   if (phase.restricted() && phase.dns_filtered) flags |= SF_SB_DNS_FILTER;
   if (phase.restricted() && phase.unix_checked) flags |= SF_SB_UNIX_CHECKED;
+  if (phase.restricted() && phase.audit_only) flags |= SF_SB_AUDIT;
   if (phase.loopback == v1::LOOPBACK_DEFAULT) flags |= SF_SB_OWN_LOOPBACK;
   switch (phase.audit_allowed) {
     case v1::Audit::ALL:

@@ -176,6 +176,35 @@ absl::Status ValidateDns(const std::string& phase_label,
   return absl::OkStatus();
 }
 
+// enforce on a phase against the policy set's (which, when set, applies
+// to every phase: a reader of the file's top line must be able to trust it).
+absl::Status ValidateEnforce(const v1::PolicySet& policy,
+                             const v1::Phase& phase) {
+  const std::string label = PhaseLabel(phase.name());
+  if (!v1::Enforce_IsValid(phase.enforce())) {
+    return Malformed(absl::StrCat(label, ": enforce ", phase.enforce(),
+                                  " is not ENFORCE or AUDIT"));
+  }
+  if (policy.enforce() != v1::ENFORCE_UNSPECIFIED &&
+      phase.enforce() != v1::ENFORCE_UNSPECIFIED &&
+      phase.enforce() != policy.enforce()) {
+    return Malformed(absl::StrCat(
+        label, ": enforce: ", v1::Enforce_Name(phase.enforce()),
+        " contradicts the policy's enforce: ",
+        v1::Enforce_Name(policy.enforce()),
+        " (a policy-level enforce applies to every phase; set enforce per "
+        "phase instead)"));
+  }
+  if (phase.enforce() == v1::AUDIT && phase.network_access() == v1::INHERIT) {
+    return Malformed(absl::StrCat(
+        label,
+        ": enforce: AUDIT on an inherit phase; inherit denies nothing, so "
+        "there is nothing to audit (audit a model_only or model_and_tools "
+        "phase)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePhase(const v1::Phase& phase) {
   std::string label = PhaseLabel(phase.name());
   if (phase.network_access() == v1::NETWORK_ACCESS_UNSPECIFIED) {
@@ -240,7 +269,19 @@ std::string PhaseLabel(absl::string_view phase_name) {
   return absl::StrCat("phase \"", phase_name, "\"");
 }
 
+bool AuditOnly(const v1::PolicySet& policy, const v1::Phase& phase) {
+  const v1::Enforce enforce = phase.enforce() != v1::ENFORCE_UNSPECIFIED
+                                  ? phase.enforce()
+                                  : policy.enforce();
+  return enforce == v1::AUDIT && phase.network_access() != v1::INHERIT;
+}
+
 absl::Status ValidatePolicySet(const v1::PolicySet& policy) {
+  if (!v1::Enforce_IsValid(policy.enforce())) {
+    return Malformed(absl::StrCat("policy \"", policy.name(), "\": enforce ",
+                                  policy.enforce(),
+                                  " is not ENFORCE or AUDIT"));
+  }
   if (policy.phase_size() == 0) {
     return Malformed(absl::StrCat(
         "policy \"", policy.name(),
@@ -270,6 +311,9 @@ absl::Status ValidatePolicySet(const v1::PolicySet& policy) {
                                     " and #", i + 1, ")"));
     }
     if (absl::Status s = ValidatePhase(policy.phase(i)); !s.ok()) return s;
+    if (absl::Status s = ValidateEnforce(policy, policy.phase(i)); !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }

@@ -22,7 +22,9 @@ namespace sandfence {
 // - an allow rule has a host and exactly one of port (1..65535) and
 //   port_range (1 <= first <= last <= 65535);
 // - dns resolvers are listed only with mode LISTED, LISTED lists at least
-//   one, and each is "IP", "IP:PORT" or "[IPv6]:PORT".
+//   one, and each is "IP", "IP:PORT" or "[IPv6]:PORT";
+// - enforce: a phase may repeat the policy set's enforce but not say the
+//   other value, and only a restricted phase may say AUDIT itself.
 absl::Status ValidatePolicySet(const v1::PolicySet& policy);
 
 // `phase "agent"`, the prefix of every message about a phase.
@@ -32,6 +34,11 @@ std::string PhaseLabel(absl::string_view phase_name);
 // FILTERED for a restricted phase (issue 14: names the phase does not
 // grant never leave the host) and SYSTEM for an inherit phase.
 v1::Dns::Mode EffectiveDnsMode(const v1::Phase& phase);
+
+// Whether a phase of `policy` is audit only: AUDIT by its own enforce or,
+// when it sets none, by the policy set's; inherit phases never are (they
+// deny nothing to audit).
+bool AuditOnly(const v1::PolicySet& policy, const v1::Phase& phase);
 
 }  // namespace sandfence
 

@@ -52,6 +52,7 @@ v1::RolloutRecord MergeRecordSegments(
       loss->set_kernel_denied(l.kernel_denied());
       loss->set_kernel_allowed_unreported(l.kernel_allowed_unreported());
       loss->set_kernel_events_lost(l.kernel_events_lost());
+      loss->set_kernel_audit_denied(l.kernel_audit_denied());
       loss->set_events_recorded(loss->events_recorded() + l.events_recorded());
       loss->set_reader_dropped(loss->reader_dropped() + l.reader_dropped());
       loss->set_decode_errors(loss->decode_errors() + l.decode_errors());

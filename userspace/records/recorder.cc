@@ -108,6 +108,18 @@ std::string RuleText(const Rule& rule) {
   return absl::StrCat(L4Name(rule.protocol), " ", addr, ":", ports);
 }
 
+v1::Verdict VerdictOf(sf_verdict verdict) {
+  switch (verdict) {
+    case SF_VERDICT_ALLOW:
+      return v1::VERDICT_ALLOW;
+    case SF_VERDICT_AUDIT_DENY:
+      return v1::VERDICT_AUDIT_DENY;
+    case SF_VERDICT_DENY:
+      break;
+  }
+  return v1::VERDICT_DENY;
+}
+
 absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
   CompiledPhase phase;
   phase.name = p.name();
@@ -146,6 +158,7 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
   phase.loopback = p.loopback();
   phase.guard = p.guard();
   phase.audit_allowed = p.audit_allowed();
+  phase.audit_only = p.audit_only() && phase.restricted();
   if (p.has_dns_filter()) {
     const v1::DnsFilterPolicy& d = p.dns_filter();
     phase.dns_filtered = true;
@@ -215,6 +228,7 @@ v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase) {
   p.set_loopback(phase.loopback);
   p.set_guard(phase.guard);
   p.set_audit_allowed(phase.audit_allowed);
+  p.set_audit_only(phase.audit_only);
   if (phase.dns_filtered) {
     v1::DnsFilterPolicy* d = p.mutable_dns_filter();
     for (const NameRule& r : phase.name_rules) {
@@ -266,6 +280,7 @@ absl::StatusOr<std::unique_ptr<RolloutRecorder>> RolloutRecorder::Create(
   r->mutable_policy()->set_content_hash(policy.content_hash);
   for (const CompiledPhase& phase : policy.phases) {
     *r->add_phase_policy() = ToPhasePolicy(phase);
+    if (phase.audit_only) r->add_audit_only_phase(phase.name);
   }
   r->mutable_enforcement()->set_egress("cgroup-bpf");
   *r->mutable_start_time() = clock.ToTimestamp(clock.NowBootNs());
@@ -382,8 +397,7 @@ v1::NetAttempt RolloutRecorder::ToAttempt(const FoldedEntry& f) const {
   a.set_count(f.count);
   a.set_phase(timeline_[f.phase_index].name);
   a.set_phase_index(f.phase_index);
-  a.set_verdict(e.verdict == SF_VERDICT_ALLOW ? v1::VERDICT_ALLOW
-                                              : v1::VERDICT_DENY);
+  a.set_verdict(VerdictOf(e.verdict));
   if (f.overflow) {
     a.set_overflow(true);
     return a;
@@ -618,6 +632,7 @@ v1::LossAccounting RolloutRecorder::Loss() const {
     loss.set_kernel_denied(last_counters_->denied);
     loss.set_kernel_allowed_unreported(last_counters_->allowed_unreported);
     loss.set_kernel_events_lost(last_counters_->events_lost);
+    loss.set_kernel_audit_denied(last_counters_->audit_denied);
   }
   loss.set_events_recorded(folder_.total());
   loss.set_reader_dropped(reader_dropped_);

@@ -273,6 +273,8 @@ std::string RuleText(const Rule& rule);
 // The header part of a record for a compiled policy's phases, and back: a
 // record (or a daemon's saved state) holds exactly what was enforced.
 v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase);
+// The record's verdict of a kernel verdict (would deny: VERDICT_AUDIT_DENY).
+v1::Verdict VerdictOf(sf_verdict verdict);
 absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& phase);
 
 }  // namespace sandfence

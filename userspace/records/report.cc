@@ -148,6 +148,58 @@ std::string Plural(uint64_t n, absl::string_view one, absl::string_view many) {
   return absl::StrCat(n, " ", n == 1 ? one : many);
 }
 
+// The policy's audit-only phases: the header's list, and any phase policy
+// that says so (a record written before the list).
+std::set<std::string> AuditOnlyPhases(const v1::RolloutRecord& r) {
+  std::set<std::string> out(r.audit_only_phase().begin(),
+                            r.audit_only_phase().end());
+  for (const v1::PhasePolicy& p : r.phase_policy()) {
+    if (p.audit_only()) out.insert(p.name());
+  }
+  return out;
+}
+
+std::string Quoted(const std::set<std::string>& names) {
+  std::vector<std::string> q;
+  for (const std::string& n : names) q.push_back(absl::StrCat("\"", n, "\""));
+  return absl::StrJoin(q, ", ");
+}
+
+// First, before anything else: a rollout that ran audit-only phases must
+// never be read as an enforced one.
+void AuditBanner(const v1::RolloutRecord& r, std::string* out) {
+  const std::set<std::string> audit = AuditOnlyPhases(r);
+  if (audit.empty()) return;
+  std::set<std::string> ran;
+  for (const v1::PhaseSpan& s : r.timeline()) {
+    if (audit.count(s.name()) > 0) ran.insert(s.name());
+  }
+  if (ran.empty()) {
+    absl::StrAppend(out,
+                    "audit only: ", audit.size() == 1 ? "phase " : "phases ",
+                    Quoted(audit),
+                    " of the policy (enforce: AUDIT) did not run; every phase "
+                    "that ran was enforced\n");
+    return;
+  }
+  uint64_t would_deny = 0, would_block = 0;
+  for (const v1::NetAttempt& a : r.net_attempt()) {
+    if (a.verdict() == v1::VERDICT_AUDIT_DENY) would_deny += a.count();
+  }
+  for (const v1::DnsQuery& q : r.dns_query()) {
+    if (q.verdict() == "would_block") would_block += q.count();
+  }
+  absl::StrAppend(
+      out, "AUDIT ONLY: ", ran.size() == 1 ? "phase " : "phases ", Quoted(ran),
+      " ran with enforce: AUDIT and denied nothing; ",
+      Plural(would_deny, "attempt", "attempts"), " would have been denied",
+      would_block > 0
+          ? absl::StrCat(", ", Plural(would_block, "DNS query", "DNS queries"),
+                         " would have been blocked")
+          : "",
+      "\n\n");
+}
+
 void Header(const v1::RolloutRecord& r, std::string* out) {
   Table t({"rollout", r.rollout_id().empty() ? "-" : r.rollout_id()});
   t.Add({"sandbox", absl::StrCat(r.sandbox().cgroup_path(), " (cgroup ",
@@ -175,10 +227,16 @@ void Header(const v1::RolloutRecord& r, std::string* out) {
     state = "complete, nothing lost";
   }
   t.Add({"record", state});
-  t.Add(
-      {"egress", r.enforcement().egress().empty()
-                     ? "not reported"
-                     : absl::StrCat("enforced by ", r.enforcement().egress())});
+  const std::set<std::string> audit = AuditOnlyPhases(r);
+  std::string egress =
+      r.enforcement().egress().empty()
+          ? "not reported"
+          : absl::StrCat("enforced by ", r.enforcement().egress());
+  if (!audit.empty()) {
+    egress = absl::StrCat("AUDIT ONLY in ", Quoted(audit),
+                          " (nothing denied there); elsewhere ", egress);
+  }
+  t.Add({"egress", egress});
   t.Add({"guard", r.enforcement().guard().empty() ? "not reported"
                                                   : r.enforcement().guard()});
   absl::StrAppend(out, t.Render(""));
@@ -210,12 +268,12 @@ void Phases(const v1::RolloutRecord& r, std::string* out) {
       end = Relative(r, s.end_time());
       duration = Between(s.start_time(), s.end_time());
     }
-    t.Add(
-        {absl::StrCat(i), s.name(),
-         policy ? Lower(v1::NetworkAccess_Name(policy->network_access())) : "?",
-         Relative(r, s.start_time()), end, duration,
-         policy ? absl::StrCat(policy->rule_size()) : "?",
-         policy ? AuditName(policy->audit_allowed()) : "?"});
+    std::string access =
+        policy ? Lower(v1::NetworkAccess_Name(policy->network_access())) : "?";
+    if (policy && policy->audit_only()) absl::StrAppend(&access, " AUDIT ONLY");
+    t.Add({absl::StrCat(i), s.name(), access, Relative(r, s.start_time()), end,
+           duration, policy ? absl::StrCat(policy->rule_size()) : "?",
+           policy ? AuditName(policy->audit_allowed()) : "?"});
   }
   absl::StrAppend(out, t.Render("  "));
   // What each switch cut, or why it could not (only where there is
@@ -242,7 +300,9 @@ void Phases(const v1::RolloutRecord& r, std::string* out) {
 
 void Attempts(const v1::RolloutRecord& r, v1::Verdict verdict,
               std::string* out) {
-  const bool denied = verdict == v1::VERDICT_DENY;
+  // Would-denies read like denials: the reason is what would have denied.
+  const bool denied = verdict != v1::VERDICT_ALLOW;
+  const bool would = verdict == v1::VERDICT_AUDIT_DENY;
   std::vector<Group> groups = GroupAttempts(r, verdict);
   std::stable_sort(groups.begin(), groups.end(),
                    [&](const Group& a, const Group& b) {
@@ -259,8 +319,11 @@ void Attempts(const v1::RolloutRecord& r, v1::Verdict verdict,
       ++destinations;
     }
   }
-  absl::StrAppend(out, "\n", denied ? "denied" : "allowed", ": ",
-                  Plural(total, "attempt", "attempts"),
+  absl::StrAppend(out, "\n",
+                  would    ? "would deny"
+                  : denied ? "denied"
+                           : "allowed",
+                  ": ", Plural(total, "attempt", "attempts"),
                   denied ? "" : " recorded");
   if (overflowed > 0) {
     absl::StrAppend(out, "; ", total - overflowed, " to ",
@@ -270,7 +333,11 @@ void Attempts(const v1::RolloutRecord& r, v1::Verdict verdict,
     absl::StrAppend(out, " to ",
                     Plural(destinations, "destination", "destinations"));
   }
-  absl::StrAppend(out, denied ? "" : "; see each phase's audit setting", "\n");
+  absl::StrAppend(out,
+                  would    ? " (audit only: let through, not denied)"
+                  : denied ? ""
+                           : "; see each phase's audit setting",
+                  "\n");
   if (groups.empty()) return;
   std::vector<std::string> header = {"phase",    "proto", "destination",
                                      "attempts", "first", "last"};
@@ -396,12 +463,16 @@ void Losses(const v1::RolloutRecord& r, std::string* out) {
   absl::StrAppend(out, "\nlosses\n");
   Table t({"kernel counted",
            l.kernel_counters_read()
-               ? absl::StrCat(l.kernel_allowed() + l.kernel_denied(),
-                              " attempts: ", l.kernel_denied(), " denied, ",
-                              l.kernel_allowed(), " allowed (",
-                              l.kernel_allowed_unreported(),
-                              " allowed not reported, by the audit setting)",
-                              r.complete() ? "" : " at the last snapshot")
+               ? absl::StrCat(
+                     l.kernel_allowed() + l.kernel_denied(), " attempts: ",
+                     l.kernel_denied(), " denied, ", l.kernel_allowed(),
+                     " allowed (", l.kernel_allowed_unreported(),
+                     " allowed not reported, by the audit setting",
+                     AuditOnlyPhases(r).empty() && l.kernel_audit_denied() == 0
+                         ? ""
+                         : absl::StrCat("; ", l.kernel_audit_denied(),
+                                        " would have been denied: audit only"),
+                     ")", r.complete() ? "" : " at the last snapshot")
                : std::string("not read")});
   const std::string parts =
       absl::StrCat(l.events_recorded(), " recorded + ", l.kernel_events_lost(),
@@ -447,9 +518,13 @@ void Losses(const v1::RolloutRecord& r, std::string* out) {
 
 std::string FormatRecordText(const v1::RolloutRecord& record) {
   std::string out;
+  AuditBanner(record, &out);
   Header(record, &out);
   Phases(record, &out);
   Attempts(record, v1::VERDICT_DENY, &out);
+  if (!AuditOnlyPhases(record).empty()) {
+    Attempts(record, v1::VERDICT_AUDIT_DENY, &out);
+  }
   Attempts(record, v1::VERDICT_ALLOW, &out);
   Dns(record, &out);
   Guard(record, &out);

@@ -3,25 +3,25 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
+#include <cerrno>
 #include <set>
 #include <tuple>
-#include <cerrno>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/cgroup.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "common/cgroup.h"
+#include "compile/compiler.h"
 #include "egress/spawn.h"
 #include "guard/guard_record.h"
 #include "sandbox/kernel_enforcement.h"
@@ -49,11 +49,12 @@ class SummaryBuilder {
                               : e.hook == SF_HOOK_SOCK_CREATE ? "socket"
                                                               : ProtocolName(e.protocol);
     const std::string dest = Destination(e);
-    if (!e.denied()) {
+    if (!e.denied() && !e.would_deny()) {
       allowed_.emplace(absl::StrCat(proto, " ", dest));
       return;
     }
-    DeniedDestination& d = denied_[{proto, dest}];
+    DeniedDestination& d =
+        (e.would_deny() ? would_deny_ : denied_)[{proto, dest}];
     if (d.count++ == 0) {
       d.protocol = proto;
       d.destination = dest;
@@ -63,16 +64,19 @@ class SummaryBuilder {
   }
 
   void Finish(RunSummary* out) const {
+    auto by_count = [](const DeniedDestination& a, const DeniedDestination& b) {
+      return a.count > b.count;
+    };
     for (const auto& [key, d] : denied_) out->denied.push_back(d);
-    std::stable_sort(out->denied.begin(), out->denied.end(),
-                     [](const DeniedDestination& a, const DeniedDestination& b) {
-                       return a.count > b.count;
-                     });
+    std::stable_sort(out->denied.begin(), out->denied.end(), by_count);
+    for (const auto& [key, d] : would_deny_) out->would_deny.push_back(d);
+    std::stable_sort(out->would_deny.begin(), out->would_deny.end(), by_count);
     out->allowed.assign(allowed_.begin(), allowed_.end());
   }
 
  private:
-  std::map<std::pair<std::string, std::string>, DeniedDestination> denied_;
+  std::map<std::pair<std::string, std::string>, DeniedDestination> denied_,
+      would_deny_;
   std::set<std::string> allowed_;
 };
 
@@ -107,6 +111,16 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   if (!sigfd) return ErrnoError(errno, "signalfd");
   if (request.record_path.empty() == false && request.policy == nullptr) {
     return absl::InvalidArgumentError("a record needs the compiled policy");
+  }
+  {
+    CompiledPolicy running;
+    running.name = request.policy ? request.policy->name : "inline";
+    running.phases = {request.phase};
+    if (absl::Status s =
+            CheckAuditAllowed(running, request.allow_audit, "--allow-audit");
+        !s.ok()) {
+      return s;
+    }
   }
 
   std::string parent = request.cgroup_parent;
@@ -283,6 +297,14 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   return summary;
 }
 
+std::string FormatRunBanner(const CompiledPhase& phase) {
+  if (!phase.audit_only) return "";
+  return absl::StrFormat(
+      "sandfence: AUDIT ONLY: phase \"%s\" (enforce: AUDIT) denies nothing; "
+      "what it would deny is let through and listed when the command ends\n",
+      phase.name);
+}
+
 std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
   if (s.interrupted_before_start) {
     return absl::StrFormat(
@@ -290,12 +312,28 @@ std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
         "nothing ran, everything set up was removed\n",
         s.exit_status - 128);
   }
-  std::string out = absl::StrFormat(
-      "sandfence: phase \"%s\" (%s), egress enforced by cgroup BPF, "
+  std::string out;
+  // First, so that no one reads an audit run as an enforced one.
+  if (phase.audit_only) {
+    absl::StrAppendFormat(
+        &out,
+        "sandfence: AUDIT ONLY (nothing denied): phase \"%s\" has enforce: "
+        "AUDIT; %d %s would have been denied\n",
+        phase.name, s.counters.audit_denied,
+        s.counters.audit_denied == 1 ? "attempt" : "attempts");
+  }
+  absl::StrAppendFormat(
+      &out,
+      "sandfence: phase \"%s\" (%s), egress %s by cgroup BPF, "
       "process guard: %s\n"
-      "sandfence: exit %d; %d allowed, %d denied\n",
+      "sandfence: exit %d; %d allowed, %d denied%s\n",
       phase.name, absl::AsciiStrToLower(v1::NetworkAccess_Name(phase.access)),
-      s.guard_enforcer, s.exit_status, s.counters.allowed, s.counters.denied);
+      phase.audit_only ? "audited (not enforced)" : "enforced",
+      s.guard_enforcer, s.exit_status, s.counters.allowed, s.counters.denied,
+      phase.audit_only
+          ? absl::StrFormat(" (%d of the allowed would have been denied)",
+                            s.counters.audit_denied)
+          : "");
   if (phase.restricted() && phase.unix_unchecked) {
     absl::StrAppend(&out,
                     "sandfence: Unix sockets unchecked (unix { mode: "
@@ -353,6 +391,14 @@ std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
   if (!s.denied.empty()) {
     absl::StrAppend(&out, "sandfence: denied:\n");
     for (const DeniedDestination& d : s.denied) {
+      absl::StrAppendFormat(&out, "  %-6s %-28s %6dx  pid %d (%s)\n",
+                            d.protocol, d.destination, d.count, d.first_pid,
+                            d.first_comm);
+    }
+  }
+  if (!s.would_deny.empty()) {
+    absl::StrAppend(&out, "sandfence: would deny (audit only, let through):\n");
+    for (const DeniedDestination& d : s.would_deny) {
       absl::StrAppendFormat(&out, "  %-6s %-28s %6dx  pid %d (%s)\n",
                             d.protocol, d.destination, d.count, d.first_pid,
                             d.first_comm);

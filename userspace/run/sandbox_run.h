@@ -51,6 +51,9 @@ struct RunRequest {
   // The host's shared, pinned state (kDefaultPinRoot); "" = private: the
   // sandbox dies with this process instead of outliving it enforced.
   std::string pin_root = kDefaultPinRoot;
+  // The phase may be audit only (enforce: AUDIT); without this such a run
+  // is refused (Rejected) before anything starts.
+  bool allow_audit = false;
 };
 
 // A process-guard decision, as the summary shows it.
@@ -83,6 +86,8 @@ struct RunSummary {
   uint64_t events_read = 0;
   uint64_t decode_errors = 0;
   std::vector<DeniedDestination> denied;  // most frequent first
+  // What an audit-only phase let through and would have denied.
+  std::vector<DeniedDestination> would_deny;  // most frequent first
   std::vector<std::string> allowed;       // destinations seen allowed
   std::optional<RecordOutcome> record;    // with RunRequest::record_path
   std::string guard_enforcer;  // "lsm", "signal" or "off"
@@ -98,7 +103,12 @@ struct RunSummary {
 // SIGHUP are forwarded to the command; a second one kills the sandbox.
 absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request);
 
-// The few lines `sandfence run` prints to stderr when the command ends.
+// What `sandfence run` prints to stderr before the command starts: "" for
+// an enforced phase; for an audit-only one, that nothing will be denied.
+std::string FormatRunBanner(const CompiledPhase& phase);
+
+// The few lines `sandfence run` prints to stderr when the command ends. An
+// audit-only phase's first line says AUDIT ONLY (nothing denied).
 std::string FormatRunSummary(const RunSummary& summary,
                              const CompiledPhase& phase);
 

@@ -232,6 +232,7 @@ absl::Status DnsFilterHost::SetPhase(uint64_t cgroup_id,
   policy->ttl.grace = absl::Seconds(phase.dns_ttl.grace_seconds);
   policy->phase = phase.name;
   policy->generation = generation;
+  policy->audit_only = phase.audit_only;
   server->filter->SetPolicy(cgroup_id, std::move(policy));
   return absl::OkStatus();
 }
