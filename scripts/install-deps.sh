@@ -20,6 +20,7 @@ PACKAGES="
   python3-protobuf
   dpkg-dev file
   runc podman
+  debootstrap python3-yaml shellcheck
 "
 
 if [ "$(id -u)" -ne 0 ]; then

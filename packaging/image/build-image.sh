@@ -102,7 +102,9 @@ cpack=$(command -v cpack)
 	{ cat "$tmp/cpack.log" >&2; die "cpack -G DEB failed"; }
 deb=$(find "$tmp/pkg" -maxdepth 1 -name 'sandfence_*.deb' | head -n1)
 [ -n "$deb" ] || { cat "$tmp/cpack.log" >&2; die "cpack wrote no sandfence_*.deb"; }
-version=$(dpkg-deb -f "$deb" Version)
+# The version the binary reports (the package's may be newer when the tree
+# was reconfigured after the last build).
+version=$("$build/userspace/cli/sandfence" --version | awk '{ print $2 }')
 tag=${version//+/-}
 tag=${tag//\~/-}
 echo "build-image: $(basename "$deb") -> $name:$tag"

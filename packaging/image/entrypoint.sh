@@ -33,6 +33,7 @@ enter_host_cgroupns() {
 	for ns in /proc/1/ns/cgroup /proc/[0-9]*/ns/cgroup; do
 		[ "$(readlink "$ns" 2>/dev/null)" = "$HOST_CGROUP_NS" ] || continue
 		nsenter --cgroup="$ns" -- true 2>/dev/null || continue
+		echo "sandfence-entrypoint: joining the host's cgroup namespace (via $ns) from $(readlink /proc/self/ns/cgroup)" >&2
 		# The loop ends here: nsenter was just seen to work.
 		# shellcheck disable=SC2093
 		exec nsenter --cgroup="$ns" -- "$0" "$@"
