@@ -165,6 +165,7 @@ id=$(tar --numeric-owner --xattrs -C "$root" -c . |
 	podman import -q \
 		--change 'ENTRYPOINT ["/usr/local/bin/sandfence-entrypoint"]' \
 		--change 'CMD ["daemon"]' \
+		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 		--change "LABEL org.opencontainers.image.title=sandfence" \
 		--change "LABEL org.opencontainers.image.version=$version" \
 		--change "LABEL org.opencontainers.image.description=sandfence node agent (Debian $suite)" \

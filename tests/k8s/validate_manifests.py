@@ -85,13 +85,13 @@ def help_flags(text):
     return set(re.findall(r"^\s*(--[a-z][a-z0-9-]*)", text, re.M))
 
 
-def unit_daemon_flags(unit_path):
-    """The flags of packaging/sandfence.service's ExecStart."""
+def unit_exec_start(unit_path):
+    """packaging/sandfence.service's ExecStart: the binary and the daemon's flags."""
     with open(unit_path) as f:
         text = f.read().replace("\\\n", " ")
     m = re.search(r"^ExecStart=(.*)$", text, re.M)
-    argv = shlex.split(m.group(1)) if m else []
-    return dict((k, v) for k, v in flag_pairs(argv[2:]))
+    argv = shlex.split(m.group(1)) if m else [None]
+    return argv[0], dict((k, v) for k, v in flag_pairs(argv[2:]))
 
 
 def image_name_of_build_script(path):
@@ -267,7 +267,7 @@ def main():
         c.check(k in known, "%s: sandfence daemon has no flag %s (see sandfence daemon --help)" % (dw, k))
     c.check("--no-pin" not in flags and "--cleanup" not in flags,
             "%s: --no-pin/--cleanup: enforcement must outlive the pod" % dw)
-    unit = unit_daemon_flags(os.path.join(source, "packaging", "sandfence.service"))
+    unit_binary, unit = unit_exec_start(os.path.join(source, "packaging", "sandfence.service"))
     c.check(flags == unit, "%s: flags %s differ from packaging/sandfence.service's %s" % (dw, flags, unit))
     for k in HOST_PATH_FLAGS:
         if k not in flags:
@@ -306,8 +306,10 @@ def main():
             continue
         pw = "%s %s" % (dw, probe)
         argv = ((p.get("exec") or {}).get("command")) or []
-        if not c.check(len(argv) >= 2 and argv[0] == "sandfence",
-                       "%s: expected exec [sandfence, COMMAND, ...], got %s" % (pw, argv)):
+        # Absolute, where the .deb installs it (the unit's ExecStart): the
+        # probe must not depend on the runtime's PATH.
+        if not c.check(len(argv) >= 2 and argv[0] == unit_binary,
+                       "%s: expected exec [%s, COMMAND, ...], got %s" % (pw, unit_binary, argv)):
             continue
         c.check(argv[1] in commands, "%s: %r is not a sandfence command (sandfence help lists %s)"
                 % (pw, argv[1], sorted(commands)))
