@@ -20,7 +20,12 @@
 #      denies another loopback address;
 #   4. a pod replacement: the container is SIGKILLed, the sandbox stays
 #      enforced with no daemon, a new container adopts the rollout, and
-#      ending it writes the record into the host's records directory.
+#      ending it writes the record into the host's records directory;
+#   5. the OCI hook as a runtime on this host would run it: the host copy
+#      from step 2, a container's state on stdin (a process in a cgroup of
+#      its own, model_only annotations), against the containerized daemon:
+#      createRuntime puts the policy in place (EPERM), poststop writes the
+#      record.
 # Everything it made (containers, images, pins, sandboxes, directories) is
 # removed on every exit. About 3-4 minutes here (debootstrap; downloads are
 # cached in /var/cache/sandfence-image).
@@ -63,8 +68,10 @@ podman_run=(podman run --runtime runc --ulimit nofile=1024:1024 --ulimit nproc=1
 daemon_mounts=(-v /sys/fs/cgroup:/sys/fs/cgroup -v /sys/fs/bpf:/sys/fs/bpf
 	-v "$tmp/run:/run/sandfence" -v "$tmp/lib:/var/lib/sandfence")
 daemon_opts=(--privileged --pid=host --cgroupns=private --network=host)
+hook_cg="" sleeper=""
 cleanup() {
 	podman rm -f -t 0 "$ctr" >/dev/null 2>&1
+	[ -n "$sleeper" ] && kill -KILL "$sleeper" 2>/dev/null && wait "$sleeper" 2>/dev/null
 	if [ -d "$pin" ]; then
 		"${podman_run[@]}" --rm "${daemon_opts[@]}" "${daemon_mounts[@]}" "$name:latest" \
 			daemon --cleanup --state-dir /run/sandfence/rollouts --pin-dir "$pin" >/dev/null 2>&1 ||
@@ -72,6 +79,7 @@ cleanup() {
 	fi
 	podman image exists "$name:latest" && podman rmi -f "$name:latest" >/dev/null 2>&1
 	podman images --format '{{.Repository}}:{{.Tag}}' | grep "^$name:" | xargs -r podman rmi -f >/dev/null 2>&1
+	[ -n "$hook_cg" ] && rmdir "$hook_cg" 2>/dev/null
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -90,20 +98,24 @@ echo "1. $name:latest runs: $got"
 config=$(podman image inspect --format '{{.Config.Entrypoint}} {{.Config.Cmd}}' "$name:latest")
 [ "$config" = "[/usr/local/bin/sandfence-entrypoint] [daemon]" ] || fail "entrypoint/cmd: $config"
 
-# 2. install-hook: a host copy that runs on this host, and a package hook
-#    file pointed at it.
-printf '{"version":"1.0.0","hook":{"path":"/usr/sbin/sandfence","args":["sandfence","oci-hook"]},"when":{"annotations":{"^sandfence\\\\.dev/":".*"}},"stages":["createRuntime","poststop"]}\n' >"$tmp/pkg-hook.json"
-"${podman_run[@]}" --rm -v "$tmp/pkg-hook.json:/usr/share/containers/oci/hooks.d/zz-image-test.json:ro" \
-	-v "$tmp/opt:/opt/sandfence" -v "$tmp/hooks-usr:/host/usr/share/containers/oci/hooks.d" \
+# 2. install-hook: a host copy that runs on this host, and the package's
+#    hooks.d files pointed at it.
+mapfile -t pkg_hooks < <("${podman_run[@]}" --rm "$name:latest" bash -c 'cd /usr/share/containers/oci/hooks.d && ls -- *.json')
+[ "${#pkg_hooks[@]}" -gt 0 ] || fail "the image has no /usr/share/containers/oci/hooks.d/*.json (the .deb installs packaging/oci's)"
+"${podman_run[@]}" --rm -v "$tmp/opt:/opt/sandfence" -v "$tmp/hooks-usr:/host/usr/share/containers/oci/hooks.d" \
 	-v "$tmp/hooks-etc:/host/etc/containers/oci/hooks.d" "$name:latest" install-hook /opt/sandfence \
 	>"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; fail "install-hook failed"; }
 got=$("$tmp/opt/current/sandfence" --version) || fail "the host copy $tmp/opt/current/sandfence does not run"
 [ "$got" = "$want" ] || fail "the host copy says \"$got\""
 for d in hooks-usr hooks-etc; do
-	grep -q '"path":"/opt/sandfence/current/sandfence"' "$tmp/$d/zz-image-test.json" ||
-		fail "install-hook: $d/zz-image-test.json does not point at /opt/sandfence/current/sandfence: $(cat "$tmp/$d/zz-image-test.json" 2>&1)"
+	for h in "${pkg_hooks[@]}"; do
+		f=$tmp/$d/$h
+		if ! grep -q '"/opt/sandfence/current/sandfence"' "$f" 2>/dev/null || grep -q /usr/sbin/sandfence "$f"; then
+			fail "install-hook: $d/$h does not point at /opt/sandfence/current/sandfence: $(cat "$f" 2>&1)"
+		fi
+	done
 done
-echo "2. install-hook: the host copy runs ($got); hook files point at /opt/sandfence/current/sandfence"
+echo "2. install-hook: the host copy runs ($got); ${pkg_hooks[*]} in both hooks.d point at /opt/sandfence/current/sandfence"
 
 # 3. The daemon as the DaemonSet runs it.
 mapfile -t args < <("$python" - "$source/packaging/k8s/daemonset.yaml" <<'PY'
@@ -184,6 +196,31 @@ grep -q "^$rollout .*(adopted)" "$tmp/rollouts.out" || { cat "$tmp/rollouts.out"
 end=$("${client[@]}" end "$rollout") || fail "EndRollout after the adoption"
 [ -s "$tmp/lib/records/$rollout.record.pb" ] || fail "no record $rollout.record.pb in the host's records directory"
 echo "4. killed with no daemon: still EPERM; the new container adopted $rollout; ended ($end), record in the host's records dir"
+
+# 5. The hook on the host against the containerized daemon.
+cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+hook_cg=$cg2/sandfence-image-test-hook-$$
+mkdir "$hook_cg" || fail "mkdir $hook_cg"
+bash -c 'echo $$ >"$1/cgroup.procs" && exec sleep 600' _ "$hook_cg" &
+sleeper=$!
+for _ in $(seq 1 50); do grep -qx "$sleeper" "$hook_cg/cgroup.procs" && break; sleep 0.1; done
+hook_rollout=k8s-image-test-hook-$$
+state() {
+	printf '{"ociVersion":"1.0.2","id":"image-test-%s","status":"%s","pid":%s,"bundle":"%s","annotations":{"sandfence.dev/network-access":"model_only","sandfence.dev/model":"http://127.0.0.2:9/v1","sandfence.dev/rollout-id":"%s"}}' \
+		"$$" "$1" "$2" "$tmp" "$hook_rollout"
+}
+hook=("$tmp/opt/current/sandfence" oci-hook --socket "$tmp/run/sandfence.sock")
+state created "$sleeper" | "${hook[@]}" createRuntime >"$tmp/hook.out" 2>&1 ||
+	{ cat "$tmp/hook.out"; fail "oci-hook createRuntime (the host copy) failed"; }
+cg=$hook_cg
+other=$(in_sandbox 127.0.0.4)
+case $other in *"Operation not permitted"*) ;; *) fail "after createRuntime, 127.0.0.4 from $cg: \"$other\" (want EPERM)" ;; esac
+{ kill -KILL "$sleeper" && wait "$sleeper"; } 2>/dev/null
+sleeper=""
+state stopped 0 | "${hook[@]}" poststop >"$tmp/hook.out" 2>&1 ||
+	{ cat "$tmp/hook.out"; fail "oci-hook poststop (the host copy) failed"; }
+[ -s "$tmp/lib/records/$hook_rollout.record.pb" ] || fail "no record $hook_rollout.record.pb after poststop"
+echo "5. oci-hook from the host copy: createRuntime put model_only on $hook_cg (EPERM), poststop wrote the record"
 
 podman stop -t 10 "$ctr" >/dev/null
 echo "image test passed"
