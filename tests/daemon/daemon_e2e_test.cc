@@ -763,11 +763,18 @@ CommandResult RunCli(const std::string& args) {
   return r;
 }
 
-// `sandfence rollouts`, `phase` and `records get` against the daemon.
+// `sandfence health`, `rollouts`, `phase` and `records get` against the
+// daemon.
 TEST_F(DaemonTest, CliTalksToTheDaemon) {
   v1::StartRolloutResponse started;
   ASSERT_TRUE(Start(Request("cli-1"), &started).ok());
   const std::string sock = absl::StrCat("--socket ", daemon_->dirs().socket());
+
+  // What the DaemonSet's probes run (packaging/k8s).
+  CommandResult health = RunCli("health " + sock);
+  EXPECT_EQ(health.exit_code, 0) << health.out;
+  EXPECT_THAT(health.out, HasSubstr("1 open rollouts"));
+  EXPECT_THAT(health.out, HasSubstr("egress cgroup-bpf"));
 
   CommandResult list = RunCli("rollouts " + sock);
   EXPECT_EQ(list.exit_code, 0) << list.out;
@@ -799,6 +806,8 @@ TEST_F(DaemonTest, CliTalksToTheDaemon) {
 
   CommandResult none = RunCli("rollouts --socket /nonexistent/sandfence.sock");
   EXPECT_EQ(none.exit_code, 75) << none.out;  // transient: no daemon
+  CommandResult down = RunCli("health --socket /nonexistent/sandfence.sock");
+  EXPECT_EQ(down.exit_code, 75) << down.out;
 }
 
 }  // namespace

@@ -141,5 +141,19 @@ TEST(HasSandfenceAnnotations, OnlyItsOwnPrefix) {
   EXPECT_TRUE(HasSandfenceAnnotations({{"sandfence.dev/policy", "p"}}));
 }
 
+// CRI-O and containerd give a pod's infrastructure container the pod's
+// annotations: the hook leaves it alone (else it would take the pod's
+// rollout id, and the pod's real container would be refused).
+TEST(IsPodInfraContainer, TheCriRuntimesSandboxContainer) {
+  EXPECT_TRUE(IsPodInfraContainer(
+      {{"io.kubernetes.cri-o.ContainerType", "sandbox"},
+       {"sandfence.dev/network-access", "model_only"}}));
+  EXPECT_TRUE(
+      IsPodInfraContainer({{"io.kubernetes.cri.container-type", "sandbox"}}));
+  EXPECT_FALSE(IsPodInfraContainer(
+      {{"io.kubernetes.cri-o.ContainerType", "container"}}));
+  EXPECT_FALSE(IsPodInfraContainer({{"sandfence.dev/policy", "p"}}));
+}
+
 }  // namespace
 }  // namespace sandfence

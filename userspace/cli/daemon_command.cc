@@ -292,6 +292,41 @@ int PhaseCommand(int argc, char** argv) {
   return kExitOk;
 }
 
+// What a liveness probe asks: the daemon answers Health (exit 0), or not
+// (exit 75, retryable).
+int HealthCommand(int argc, char** argv) {
+  std::string socket = kDefaultSocketPath;
+  bool json = false;
+  absl::StatusOr<std::vector<std::string>> pos = ParseClientFlags(
+      argc, argv, 1, &socket, &json, "sandfence health [--json]");
+  if (!pos.ok()) {
+    Fail("health", pos.status());
+    return kExitUsage;
+  }
+  if (!pos->empty() && (*pos)[0] == "--help") return kExitOk;
+  if (!pos->empty()) {
+    std::fprintf(stderr, "sandfence health: takes no arguments\n");
+    return kExitUsage;
+  }
+  auto stub = Connect(socket);
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::HealthResponse resp;
+  grpc::Status s = stub->Health(&ctx, {}, &resp);
+  if (!s.ok()) return Fail("health", CallStatus(s, socket));
+  if (json) {
+    std::printf("%s", Json(resp).c_str());
+    return kExitOk;
+  }
+  std::printf(
+      "sandfence %s: egress %s, guard %s, pins %s; %u open rollouts (%u "
+      "adopted, %u audit only)\n",
+      resp.version().c_str(), resp.egress().c_str(), resp.guard().c_str(),
+      resp.pin_dir().c_str(), resp.open_rollouts(), resp.adopted_rollouts(),
+      resp.audit_only_rollouts());
+  return kExitOk;
+}
+
 int RecordsGetCommand(int argc, char** argv) {
   std::string socket = kDefaultSocketPath;
   bool json = false;

@@ -26,6 +26,7 @@ void PrintUsage(FILE* out) {
       "  records suggest RECORD...  a policy learned from rollout records\n"
       "  daemon               serve the gRPC API to rollout frameworks (root)\n"
       "  rollouts             list the daemon's open rollouts\n"
+      "  health               whether the daemon answers (a probe)\n"
       "  phase ROLLOUT PHASE  switch a rollout's phase\n"
       "  records get ROLLOUT  a rollout's record, from the daemon\n"
       "  oci-hook STAGE       an OCI runtime hook: a container's rollout\n"
@@ -47,6 +48,7 @@ constexpr Command kCommands[] = {
     {"records", sandfence::RecordsCommand},
     {"daemon", sandfence::DaemonCommand},
     {"rollouts", sandfence::RolloutsCommand},
+    {"health", sandfence::HealthCommand},
     {"phase", sandfence::PhaseCommand},
     {"oci-hook", sandfence::OciHookCommand},
 };

@@ -43,6 +43,15 @@ bool HasSandfenceAnnotations(const std::map<std::string, std::string>& a) {
   return false;
 }
 
+bool IsPodInfraContainer(const std::map<std::string, std::string>& a) {
+  for (const char* key : {"io.kubernetes.cri-o.ContainerType",
+                          "io.kubernetes.cri.container-type"}) {
+    auto it = a.find(key);
+    if (it != a.end() && it->second == "sandbox") return true;
+  }
+  return false;
+}
+
 std::string RolloutIdOf(const std::map<std::string, std::string>& a,
                         const std::string& container_id) {
   auto it = a.find(absl::StrCat(kAnnotationPrefix, "rollout-id"));

@@ -30,6 +30,11 @@ inline constexpr char kAnnotationPrefix[] = "sandfence.dev/";
 // not the hook's business).
 bool HasSandfenceAnnotations(const std::map<std::string, std::string>& a);
 
+// Whether the container is a pod's infrastructure ("pause") container:
+// CRI-O and containerd give it the pod's annotations too, and it must not
+// take the pod's rollout (its id, say) before the pod's own containers.
+bool IsPodInfraContainer(const std::map<std::string, std::string>& a);
+
 // The rollout id the annotations give the container (its own id if they
 // name none).
 std::string RolloutIdOf(const std::map<std::string, std::string>& a,

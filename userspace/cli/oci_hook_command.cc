@@ -149,7 +149,8 @@ int OciHookCommand(int argc, char** argv) {
         BundleAnnotations(state->bundle);
     if (a.ok()) state->annotations = *std::move(a);
   }
-  if (status.ok() && HasSandfenceAnnotations(state->annotations)) {
+  if (status.ok() && HasSandfenceAnnotations(state->annotations) &&
+      !IsPodInfraContainer(state->annotations)) {
     status = starting ? Start(call, *state) : End(call, *state);
   }
   if (!status.ok()) {
