@@ -147,7 +147,7 @@ absl::Status ConnectSuite::GrowFillers(size_t sandboxes) {
     filler_dirs_ = std::make_unique<CgroupDirs>(o_.cgroup_root);
   // The measured sandbox is one of the `sandboxes`.
   std::vector<NftSandbox> added;
-  size_t budget = SandboxFdBudget();
+  size_t budget = SandboxFdBudget(*controller_);
   while (fillers_ + 1 < sandboxes) {
     const size_t k = fillers_;
     absl::StatusOr<CgroupDirs::Dir> dir =

@@ -46,11 +46,12 @@ void DeleteAll(int fd, const std::vector<MapEntry<K, V>>& entries) {
 
 }  // namespace
 
-size_t SandboxFdBudget() {
+size_t SandboxFdBudget(const EgressController& controller) {
   rlimit rl;
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
   const size_t used = OpenFds() + kFdReserve;
-  return rl.rlim_cur > used ? (rl.rlim_cur - used) / kFdsPerSandbox : 0;
+  const size_t per = std::max<size_t>(1, controller.LinksPerSandbox());
+  return rl.rlim_cur > used ? (rl.rlim_cur - used) / per : 0;
 }
 
 CgroupDirs::~CgroupDirs() {

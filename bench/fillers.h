@@ -1,7 +1,8 @@
 // Many sandboxes within a file descriptor budget.
 //
-// The controller holds one bpf_link fd per hook per sandbox: 6 fds each, so
-// 10,000 sandboxes need 60,000 fds. Where the hard RLIMIT_NOFILE is lower
+// The controller holds one bpf_link fd per hook per sandbox (8 on this
+// 6.18 host: EgressController::LinksPerSandbox()), so 10,000 sandboxes
+// need 80,000 fds. Where the hard RLIMIT_NOFILE is lower
 // and cannot be raised (no CAP_SYS_RESOURCE, as on the machine these
 // benchmarks were first run on: 20,000), the benchmarks register as many
 // sandboxes through the controller as the budget allows and write the rest
@@ -28,11 +29,10 @@
 
 namespace sandfence::bench {
 
-inline constexpr int kFdsPerSandbox = 6;
-
-// How many more sandboxes the controller can attach in this process: the
-// fds left under the soft limit, less a reserve, over kFdsPerSandbox.
-size_t SandboxFdBudget();
+// How many more sandboxes `controller` can attach in this process: the
+// fds left under the soft limit, less a reserve, over its links per
+// sandbox.
+size_t SandboxFdBudget(const EgressController& controller);
 
 // The benchmarks' own host state: private, nothing pinned or shared with a
 // daemon or `sandfence run` on the same machine.

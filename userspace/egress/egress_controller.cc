@@ -58,6 +58,15 @@ absl::Status LoadError(int err, absl::string_view what) {
 // Attaching to a cgroup: as root, EPERM is the cgroup refusing another
 // program on that hook, not missing privileges; as good as permanent.
 absl::Status AttachError(int err, absl::string_view what) {
+  // Out of file descriptors or memory (each sandbox's links are fds): the
+  // host's limits, not the kernel's abilities, and retryable once rollouts
+  // end.
+  if (err == EMFILE || err == ENFILE || err == ENOMEM) {
+    return Unavailable(absl::StrCat(
+        what, ": ", std::strerror(err), " (errno ", err,
+        "): each sandbox holds one link fd per hook; raise the process's "
+        "RLIMIT_NOFILE (LimitNOFILE= in the unit) or end rollouts"));
+  }
   if (err == EPERM && ::geteuid() == 0) {
     return Rejected(absl::StrCat(
         what, ": ", std::strerror(err), " (errno ", err,
@@ -790,6 +799,19 @@ absl::Status EgressController::WriteSandbox(uint64_t cgroup_id,
     return MapWriteError(errno, "sf_sandboxes");
   }
   return absl::OkStatus();
+}
+
+size_t EgressController::LinksPerSandbox() const {
+  size_t n = 0;
+  for (const HookSpec& h : kHookSpecs) {
+    if (!h.enforcing) continue;
+    if (h.unix_program != nullptr &&
+        unix_enforcer_ != UnixEnforcer::kCgroupHooks) {
+      continue;
+    }
+    ++n;
+  }
+  return n;
 }
 
 absl::Status EgressController::Attach(int cgroup_fd, const CgroupRef& cgroup,

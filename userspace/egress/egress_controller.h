@@ -133,6 +133,10 @@ class EgressController {
   // its own), from a thread that enters it.
   absl::StatusOr<std::vector<CutConnection>> CutConnections(
       const CgroupRef& cgroup, int netns_fd = -1);
+  // The link fds AddSandbox holds per sandbox (one per enforcing hook this
+  // kernel runs; a DNS filter target adds the reply hooks'), for callers
+  // that budget their fd limit.
+  size_t LinksPerSandbox() const;
   // Why CutConnections cannot run here; "" where it can.
   const std::string& cut_unavailable() const { return cut_unavailable_; }
 
