@@ -421,9 +421,16 @@ static __always_inline void sf_current_ancestors(struct sf_walk *w)
 		bpf_get_current_ancestor_cgroup_id(SF_MAX_CGROUP_DEPTH + 1) != 0;
 }
 
-static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx)
+/*
+ * Whether the socket lives in a network namespace of its own. Only a
+ * loopback destination asks (sf_decide's own-loopback freedom): the helper
+ * call is skipped for every other one.
+ */
+static __always_inline bool sf_own_netns(struct bpf_sock_addr *ctx,
+					 const struct sf_dest *d)
 {
-	return sf_host_netns && bpf_get_netns_cookie(ctx) != sf_host_netns;
+	return sf_is_local(d) && sf_host_netns &&
+	       bpf_get_netns_cookie(ctx) != sf_host_netns;
 }
 
 /*
@@ -577,10 +584,10 @@ static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 			.port = bpf_ntohs((__u16)ctx->user_port),
 			.addr = { ctx->user_ip4 },
 		},
-		.own_netns = sf_own_netns(ctx),
 		.sock_type = ctx->type,
 	};
 
+	w.own_netns = sf_own_netns(ctx, &w.d);
 	return sf_addr(ctx, &w, hook);
 }
 
@@ -591,13 +598,13 @@ static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 			.protocol = sf_proto8(ctx->protocol),
 			.port = bpf_ntohs((__u16)ctx->user_port),
 		},
-		.own_netns = sf_own_netns(ctx),
 		.sock_type = ctx->type,
 	};
 	__u32 a[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2],
 		       ctx->user_ip6[3] };
 
 	sf_dest_from6(&w.d, a);
+	w.own_netns = sf_own_netns(ctx, &w.d);
 	return sf_addr(ctx, &w, hook);
 }
 

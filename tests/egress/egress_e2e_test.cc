@@ -427,6 +427,47 @@ TEST_F(EgressE2eTest, NestedCgroupInsideTheSandboxIsEnforced) {
             0);
 }
 
+// A process in a cgroup below an allow-all sandbox has connected (anything
+// the hooks might remember about its path is there), and a restricting
+// sandbox is then started on a cgroup between the two, at a level that
+// held no sandbox yet. Its very first connects after the start are judged
+// by it, below it and in its own cgroup: whatever makes the walk cheaper
+// must not let a path judged before the start stay unjudged.
+TEST_F(EgressE2eTest, ASandboxAtANewLevelJudgesFromItsFirstConnect) {
+  Cgroup outer = NewSandbox(Phase(v1::INHERIT, {}));
+  // Levels below any other test's sandboxes: this test's own.
+  absl::StatusOr<Cgroup> middle = Cgroup::Create(outer.path() + "/m");
+  ASSERT_TRUE(middle.ok()) << middle.status();
+  absl::StatusOr<Cgroup> mid2 = Cgroup::Create(middle->path() + "/n");
+  ASSERT_TRUE(mid2.ok()) << mid2.status();
+  absl::StatusOr<Cgroup> leaf = Cgroup::Create(mid2->path() + "/leaf");
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+  const std::vector<std::string> forbidden_tcp = {
+      "--join-cgroup", leaf->path(), "tcp-connect", "127.0.0.4",
+      Port(forbidden_.port)};
+  const std::vector<std::string> forbidden_udp = {
+      "--join-cgroup", leaf->path(), "udp-sendto", "127.0.0.4",
+      Port(forbidden_.port)};
+  ASSERT_EQ(Probe(outer, forbidden_tcp), 0) << "the outer sandbox allows all";
+  ASSERT_EQ(Probe(outer, forbidden_udp), 0);
+
+  ASSERT_TRUE(controller_
+                  ->AddSandbox(mid2->fd(), mid2->ref(),
+                               Phase(v1::MODEL_ONLY,
+                                     {TcpRule("127.0.0.2", model_.port)}))
+                  .ok());
+  sandbox_ids_.push_back(mid2->id());
+  EXPECT_TRUE(IsEperm(Probe(outer, forbidden_tcp)));
+  EXPECT_TRUE(IsEperm(Probe(outer, forbidden_udp)));
+  EXPECT_EQ(Probe(outer, {"--join-cgroup", leaf->path(), "tcp-connect",
+                          "127.0.0.2", Port(model_.port)}),
+            0);
+  // In the new sandbox's own cgroup too, not only below it.
+  EXPECT_TRUE(IsEperm(Probe(outer, {"--join-cgroup", mid2->path(),
+                                    "tcp-connect", "127.0.0.4",
+                                    Port(forbidden_.port)})));
+}
+
 TEST_F(EgressE2eTest, ProcessOutsideAnySandboxIsUntouched) {
   Cgroup sb = NewSandbox(ModelOnly(*this, model_.port, v6_.port, 53));
   // Not spawned into the sandbox: a plain child of the test.

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -941,7 +942,7 @@ absl::StatusOr<uint32_t> EgressController::AddSandbox(
       BuildRuleEntries(phase, state.generation);
   if (!entries.ok()) return entries.status();
   state.entries = *std::move(entries);
-  if (absl::Status s = WriteEntries(state.entries); !s.ok()) return s;
+  if (absl::Status s = WriteEntriesOrReap(state.entries); !s.ok()) return s;
 
   // Without its counters a sandbox's record could not show it is whole:
   // a full counters map is a (retryable) refusal, not a silent gap.
@@ -989,17 +990,26 @@ absl::StatusOr<uint32_t> EgressController::SwitchPhase(
   if (!entries.ok()) return entries.status();
   next.entries = *std::move(entries);
   // 1. The new generation is complete before anything can see it.
-  if (absl::Status s = WriteEntries(next.entries); !s.ok()) return s;
+  if (absl::Status s = WriteEntriesOrReap(next.entries); !s.ok()) return s;
   // 2. One map update flips the sandbox from the old rules to the new.
   if (absl::Status s = WriteSandbox(cgroup_id, next, BPF_EXIST); !s.ok()) {
     DeleteEntries(next.entries);
     return s;
   }
   // 3. Nothing refers to the old generation any more: its rules and the
-  // addresses learned under it go (the filter learns anew for the phase).
+  // addresses learned under it go (the filter learns anew for the phase),
+  // once this has returned.
   SandboxState& state = it->second;
-  DeleteState(state);
-  DeleteLearned(state);
+  auto old = std::make_shared<SandboxState>();
+  old->generation = state.generation;
+  old->adopted = state.adopted;
+  old->entries = std::move(state.entries);
+  old->learned = std::move(state.learned);
+  state.learned.clear();
+  reaper_.Post([this, old] {
+    DeleteState(*old);
+    DeleteLearned(*old);
+  });
   state.adopted = false;
   state.entries = std::move(next.entries);
   state.generation = next.generation;

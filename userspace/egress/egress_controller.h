@@ -37,6 +37,7 @@
 #include "egress/egress_abi.h"
 #include "egress/learned_entries.h"
 #include "egress/net_event.h"
+#include "egress/reaper.h"
 #include "egress/rule_entries.h"
 #include "host/host_state.h"
 
@@ -118,11 +119,14 @@ class EgressController {
 
   // Writes the new phase under a new generation, flips the sandbox to it in
   // one map update (generation, flags and phase index together), then
-  // deletes the old generation: no connect is ever judged by a half-written
-  // policy. Returns the new generation.
+  // queues the old generation's deletion (on the reaper's thread, after
+  // this returns): no connect is ever judged by a half-written policy.
+  // Returns the new generation.
   absl::StatusOr<uint32_t> SwitchPhase(uint64_t cgroup_id,
                                        const CompiledPhase& phase,
                                        uint16_t phase_index = 0);
+  // Returns once every old generation queued so far is deleted.
+  void FinishDeletes() { reaper_.Drain(); }
 
   // After a switch to a narrower phase: destroys every TCP connection and
   // connected UDP socket that the sandbox (cgroup at its level) opened and
@@ -284,6 +288,9 @@ class EgressController {
   // Rejected for a phase that checks Unix sockets where nothing can.
   absl::Status CheckUnix(const CompiledPhase& phase) const;
   absl::Status WriteEntries(const RuleEntries& entries);
+  // WriteEntries, once more after the reaper has caught up when a map was
+  // full: dead generations may be what fills it.
+  absl::Status WriteEntriesOrReap(const RuleEntries& entries);
   void DeleteEntries(const RuleEntries& entries);
   void DeleteGeneration(uint32_t generation);
   void DeleteState(const SandboxState& state);
@@ -320,6 +327,9 @@ class EgressController {
   std::vector<UniqueFd> unix_host_links_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, SandboxState> sandboxes_ ABSL_GUARDED_BY(mu_);
+  // Deletes old generations after their switch returned. Last: destroyed
+  // first, so that what it still holds runs while the maps are open.
+  Reaper reaper_;
 };
 
 // The ring a map-in-map of rings holds in a slot (NotFound: none).

@@ -116,6 +116,15 @@ absl::Status EgressController::WriteEntries(const RuleEntries& e) {
   return s;
 }
 
+absl::Status EgressController::WriteEntriesOrReap(const RuleEntries& e) {
+  absl::Status s = WriteEntries(e);
+  if (absl::IsUnavailable(s) && reaper_.pending() > 0) {
+    reaper_.Drain();
+    s = WriteEntries(e);
+  }
+  return s;
+}
+
 void EgressController::DeleteEntries(const RuleEntries& e) {
   DeleteAll(maps_.exact4.get(), e.exact4, true);
   DeleteAll(maps_.exact6.get(), e.exact6, true);
