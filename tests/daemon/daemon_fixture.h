@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,6 +32,19 @@
 #include "sandfence/v1/daemon.grpc.pb.h"
 
 namespace sandfence::testing {
+
+// Whether cond() holds within two minutes, asked every 5 ms: for what
+// the daemon does after its reply (a switched phase's old generation is
+// deleted by the controller's reaper once SetPhase has returned).
+inline bool Eventually(const std::function<bool()>& cond) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 inline std::string SandfenceBinary() {
   const char* env = getenv("SANDFENCE_BIN");

@@ -318,7 +318,9 @@ TEST_F(DaemonKernelStateTest, APhaseSwitchDeletesTheOldGenerationsRules) {
   EXPECT_EQ(switched.cut_size(), 0);
   ASSERT_TRUE(SandboxEntry(started.cgroup_id(), &entry));
   EXPECT_EQ(entry.generation, agent);
-  EXPECT_EQ(RuleEntries(setup), 0) << "the old generation was left behind";
+  // Deleted after the reply (the controller's reaper), not before it.
+  EXPECT_TRUE(Eventually([&] { return RuleEntries(setup) == 0; }))
+      << "the old generation was left behind: " << RuleEntries(setup);
   EXPECT_GT(RuleEntries(agent), setup_rules) << "the model's and the tool's";
   EXPECT_EQ(
       ProbeIn(started.cgroup_path(), "tcp-connect", "127.0.0.3", tool_.port),

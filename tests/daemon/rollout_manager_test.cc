@@ -250,10 +250,13 @@ TEST_F(RolloutManagerTest, AdoptedGenerationIsDeletedAtTheNextSwitch) {
       0)
       << "the adopted rules still apply";
   ASSERT_TRUE(manager_->SetPhase("gen-1", "b").ok());
-  EXPECT_EQ(KeysOfGeneration<sf_exact4_key>(maps + "sf_exact4", old_generation),
-            0);
-  EXPECT_EQ(KeysOfGeneration<sf_cidr4_key>(maps + "sf_cidr4", old_generation),
-            0);
+  // Deleted after SetPhase returned, by the controller's reaper.
+  EXPECT_TRUE(Eventually([&] {
+    return KeysOfGeneration<sf_exact4_key>(maps + "sf_exact4",
+                                           old_generation) == 0 &&
+           KeysOfGeneration<sf_cidr4_key>(maps + "sf_cidr4",
+                                          old_generation) == 0;
+  })) << "the adopted generation was left behind";
   ASSERT_TRUE(manager_->End("gen-1").ok());
 }
 
