@@ -69,6 +69,14 @@ daemon_mounts=(-v /sys/fs/cgroup:/sys/fs/cgroup -v /sys/fs/bpf:/sys/fs/bpf
 	-v "$tmp/run:/run/sandfence" -v "$tmp/lib:/var/lib/sandfence")
 daemon_opts=(--privileged --pid=host --cgroupns=private --network=host)
 hook_cg="" sleeper=""
+cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+# podman makes libpod_parent, and the containerized daemon its sandfence
+# parent cgroup, on first use: removed again (when empty) unless they were
+# there before this test.
+made_cgroups=()
+for d in libpod_parent sandfence; do
+	[ -d "$cg2/$d" ] || made_cgroups+=("$cg2/$d")
+done
 cleanup() {
 	podman rm -f -t 0 "$ctr" >/dev/null 2>&1
 	[ -n "$sleeper" ] && kill -KILL "$sleeper" 2>/dev/null && wait "$sleeper" 2>/dev/null
@@ -80,6 +88,9 @@ cleanup() {
 	podman image exists "$name:latest" && podman rmi -f "$name:latest" >/dev/null 2>&1
 	podman images --format '{{.Repository}}:{{.Tag}}' | grep "^$name:" | xargs -r podman rmi -f >/dev/null 2>&1
 	[ -n "$hook_cg" ] && rmdir "$hook_cg" 2>/dev/null
+	for d in "${made_cgroups[@]}"; do
+		rmdir "$d" 2>/dev/null
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -198,7 +209,6 @@ end=$("${client[@]}" end "$rollout") || fail "EndRollout after the adoption"
 echo "4. killed with no daemon: still EPERM; the new container adopted $rollout; ended ($end), record in the host's records dir"
 
 # 5. The hook on the host against the containerized daemon.
-cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 hook_cg=$cg2/sandfence-image-test-hook-$$
 mkdir "$hook_cg" || fail "mkdir $hook_cg"
 bash -c 'echo $$ >"$1/cgroup.procs" && exec sleep 600' _ "$hook_cg" &
