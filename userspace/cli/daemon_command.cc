@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "cli/daemon_client.h"
 #include "cli/policy_flags.h"
 #include "common/ip.h"
 #include "common/status.h"
@@ -34,22 +35,6 @@ absl::Status NonEmptyValue(absl::string_view v, std::string* out) {
   if (v.empty()) return Malformed("the value is empty");
   *out = std::string(v);
   return absl::OkStatus();
-}
-
-std::unique_ptr<v1::Sandfence::Stub> Connect(const std::string& socket) {
-  return v1::Sandfence::NewStub(grpc::CreateChannel(
-      absl::StrCat("unix:", socket), grpc::InsecureChannelCredentials()));
-}
-
-// A daemon that is not there is a transient condition, said plainly.
-absl::Status CallStatus(const grpc::Status& s, const std::string& socket) {
-  absl::Status status = FromGrpcStatus(s);
-  if (absl::IsUnavailable(status) &&
-      s.error_message().find("connect") != std::string::npos) {
-    return Unavailable(absl::StrCat("no daemon answers on ", socket, " (",
-                                    s.error_message(), ")"));
-  }
-  return status;
 }
 
 void Deadline(grpc::ClientContext* ctx) {
@@ -216,12 +201,12 @@ int RolloutsCommand(int argc, char** argv) {
     std::fprintf(stderr, "sandfence rollouts: takes no arguments\n");
     return kExitUsage;
   }
-  auto stub = Connect(socket);
+  auto stub = ConnectDaemon(socket);
   grpc::ClientContext ctx;
   Deadline(&ctx);
   v1::ListRolloutsResponse resp;
   grpc::Status s = stub->ListRollouts(&ctx, {}, &resp);
-  if (!s.ok()) return Fail("rollouts", CallStatus(s, socket));
+  if (!s.ok()) return Fail("rollouts", DaemonCallStatus(s, socket));
   if (json) {
     std::printf("%s", Json(resp).c_str());
     return kExitOk;
@@ -259,7 +244,7 @@ int PhaseCommand(int argc, char** argv) {
     std::fprintf(stderr, "usage: sandfence phase ROLLOUT PHASE\n");
     return kExitUsage;
   }
-  auto stub = Connect(socket);
+  auto stub = ConnectDaemon(socket);
   grpc::ClientContext ctx;
   Deadline(&ctx);
   v1::SetPhaseRequest req;
@@ -267,7 +252,7 @@ int PhaseCommand(int argc, char** argv) {
   req.set_phase((*pos)[1]);
   v1::SetPhaseResponse resp;
   grpc::Status s = stub->SetPhase(&ctx, req, &resp);
-  if (!s.ok()) return Fail("phase", CallStatus(s, socket));
+  if (!s.ok()) return Fail("phase", DaemonCallStatus(s, socket));
   std::printf("%s: %s -> %s (generation %u)\n", req.rollout_id().c_str(),
               resp.previous_phase().c_str(), resp.phase().c_str(),
               resp.generation());
@@ -308,12 +293,12 @@ int HealthCommand(int argc, char** argv) {
     std::fprintf(stderr, "sandfence health: takes no arguments\n");
     return kExitUsage;
   }
-  auto stub = Connect(socket);
+  auto stub = ConnectDaemon(socket);
   grpc::ClientContext ctx;
   Deadline(&ctx);
   v1::HealthResponse resp;
   grpc::Status s = stub->Health(&ctx, {}, &resp);
-  if (!s.ok()) return Fail("health", CallStatus(s, socket));
+  if (!s.ok()) return Fail("health", DaemonCallStatus(s, socket));
   if (json) {
     std::printf("%s", Json(resp).c_str());
     return kExitOk;
@@ -341,14 +326,14 @@ int RecordsGetCommand(int argc, char** argv) {
     std::fprintf(stderr, "usage: sandfence records get ROLLOUT [--json]\n");
     return kExitUsage;
   }
-  auto stub = Connect(socket);
+  auto stub = ConnectDaemon(socket);
   grpc::ClientContext ctx;
   Deadline(&ctx);
   v1::GetRecordRequest req;
   req.set_rollout_id((*pos)[0]);
   v1::GetRecordResponse resp;
   grpc::Status s = stub->GetRecord(&ctx, req, &resp);
-  if (!s.ok()) return Fail("records get", CallStatus(s, socket));
+  if (!s.ok()) return Fail("records get", DaemonCallStatus(s, socket));
   if (json) {
     absl::StatusOr<std::string> out = FormatRecordJson(resp.record());
     if (!out.ok()) return Fail("records get", out.status());

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/daemon_client.h"
 #include "cli/oci_annotations.h"
 #include "cli/policy_flags.h"
 #include "common/status.h"
@@ -31,26 +32,12 @@ constexpr char kUsage[] =
     "state is read from stdin. Any refusal, or no daemon, fails the hook,\n"
     "and the runtime does not start the container.\n\n";
 
+constexpr char kNotStarted[] = "the container is not started unenforced";
+
 struct HookCall {
   std::string socket = kDefaultSocketPath;
   int timeout_s = 30;
 };
-
-absl::Status CallStatus(const grpc::Status& s, const std::string& socket) {
-  absl::Status status = FromGrpcStatus(s);
-  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
-    return Unavailable(absl::StrCat(
-        "no sandfence daemon answers on ", socket, " (", s.error_message(),
-        "): the container is not started unenforced"));
-  }
-  return status;
-}
-
-std::unique_ptr<v1::Sandfence::Stub> Connect(const HookCall& call) {
-  return v1::Sandfence::NewStub(
-      grpc::CreateChannel(absl::StrCat("unix:", call.socket),
-                          grpc::InsecureChannelCredentials()));
-}
 
 void SetDeadline(const HookCall& call, grpc::ClientContext* ctx) {
   ctx->set_deadline(std::chrono::system_clock::now() +
@@ -65,12 +52,12 @@ absl::Status Start(const HookCall& call, const OciState& state) {
   absl::StatusOr<v1::StartRolloutRequest> req =
       StartRequestFromAnnotations(state.annotations, state.id, *placement);
   if (!req.ok()) return req.status();
-  auto stub = Connect(call);
+  auto stub = ConnectDaemon(call.socket);
   grpc::ClientContext ctx;
   SetDeadline(call, &ctx);
   v1::StartRolloutResponse resp;
   grpc::Status s = stub->StartRollout(&ctx, *req, &resp);
-  if (!s.ok()) return CallStatus(s, call.socket);
+  if (!s.ok()) return DaemonCallStatus(s, call.socket, kNotStarted);
   std::fprintf(stderr,
                "sandfence oci-hook: container %s: rollout %s in phase \"%s\" "
                "(%s)\n",
@@ -81,7 +68,7 @@ absl::Status Start(const HookCall& call, const OciState& state) {
 
 absl::Status End(const HookCall& call, const OciState& state) {
   const std::string id = RolloutIdOf(state.annotations, state.id);
-  auto stub = Connect(call);
+  auto stub = ConnectDaemon(call.socket);
   grpc::ClientContext ctx;
   SetDeadline(call, &ctx);
   v1::EndRolloutRequest req;
@@ -90,7 +77,8 @@ absl::Status End(const HookCall& call, const OciState& state) {
   grpc::Status s = stub->EndRollout(&ctx, req, &resp);
   // Never started (its createRuntime hook refused it): nothing to end.
   if (s.error_code() == grpc::StatusCode::NOT_FOUND) return absl::OkStatus();
-  if (!s.ok()) return CallStatus(s, call.socket);
+  if (!s.ok())
+    return DaemonCallStatus(s, call.socket, "the rollout is not ended");
   std::fprintf(stderr, "sandfence oci-hook: container %s: rollout %s ended%s%s\n",
                state.id.c_str(), id.c_str(),
                resp.record_path().empty() ? "" : ", record ",
