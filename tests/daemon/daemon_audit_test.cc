@@ -23,24 +23,6 @@
 namespace sandfence::testing {
 namespace {
 
-std::string HttpGetMetrics(uint16_t port) {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    return absl::StrCat("connect: ", strerror(errno));
-  }
-  const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-  (void)!write(fd.get(), req, sizeof(req) - 1);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd.get(), buf, sizeof(buf))) > 0) out.append(buf, n);
-  return out;
-}
-
 class DaemonAuditTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -861,24 +861,6 @@ TEST_F(DaemonTest, PythonExampleRunsAgainstTheDaemon) {
 namespace sandfence::testing {
 namespace {
 
-std::string HttpGet(uint16_t port) {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    return absl::StrCat("connect: ", strerror(errno));
-  }
-  const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-  (void)!write(fd.get(), req, sizeof(req) - 1);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd.get(), buf, sizeof(buf))) > 0) out.append(buf, n);
-  return out;
-}
-
 // The kernel picks the metrics port; the daemon's log names it.
 class DaemonMetricsTest : public DaemonTest {
  protected:
@@ -905,7 +887,7 @@ TEST_F(DaemonMetricsTest, PrometheusEndpointCountsRolloutsAndDecisions) {
   v1::EndRolloutResponse ended;
   ASSERT_TRUE(End("metrics-1", &ended).ok());  // drains: the deny is counted
 
-  const std::string m = HttpGet(port_);
+  const std::string m = HttpGetMetrics(port_);
   EXPECT_THAT(m, HasSubstr("HTTP/1.0 200 OK"));
   EXPECT_THAT(m, HasSubstr("\nsandfence_rollouts_open 0\n"));
   EXPECT_THAT(m, HasSubstr("\nsandfence_rollouts_started_total 1\n"));
@@ -994,7 +976,7 @@ TEST_F(DaemonDnsMetricsTest, CountsQueriesLearnedAddressesAndLatency) {
   // The filter reports a query just after its reply: wait (bounded).
   std::string m;
   for (int i = 0; i < 100; ++i) {
-    m = HttpGet(port_);
+    m = HttpGetMetrics(port_);
     if (std::all_of(want.begin(), want.end(), [&](const std::string& w) {
           return absl::StrContains(m, w);
         })) {
@@ -1010,7 +992,8 @@ TEST_F(DaemonDnsMetricsTest, CountsQueriesLearnedAddressesAndLatency) {
 
   v1::EndRolloutResponse ended;
   ASSERT_TRUE(End("dns-m", &ended).ok());
-  EXPECT_THAT(HttpGet(port_), ::testing::Not(HasSubstr("rollout=\"dns-m\"")));
+  EXPECT_THAT(HttpGetMetrics(port_),
+              ::testing::Not(HasSubstr("rollout=\"dns-m\"")));
 }
 
 // A watcher that does not read loses events past its queue, and is told
@@ -1085,7 +1068,7 @@ TEST_F(DaemonSlowWatcherTest, IsToldHowManyEventsItMissed) {
   // missed (attempts before the watch opened are recorded, not offered).
   EXPECT_GE(received + missed, 1 + kFlood - loss.kernel_events_lost());
   EXPECT_LE(received + missed, loss.events_recorded());
-  EXPECT_THAT(HttpGet(port_),
+  EXPECT_THAT(HttpGetMetrics(port_),
               HasSubstr(absl::StrCat("\nsandfence_watch_events_missed_total ",
                                      missed, "\n")));
 }

@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cgroup.h"
+#include "common/unique_fd.h"
 #include "egress/spawn.h"
 #include "gtest/gtest.h"
 #include "sandfence/v1/daemon.grpc.pb.h"
@@ -44,6 +45,25 @@ inline bool Eventually(const std::function<bool()>& cond) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
+}
+
+// The daemon's /metrics page over loopback, or "connect: <error>".
+inline std::string HttpGetMetrics(uint16_t port) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    return absl::StrCat("connect: ", strerror(errno));
+  }
+  const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+  (void)!write(fd.get(), req, sizeof(req) - 1);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd.get(), buf, sizeof(buf))) > 0) out.append(buf, n);
+  return out;
 }
 
 inline std::string SandfenceBinary() {
