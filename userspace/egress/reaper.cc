@@ -9,9 +9,9 @@ Reaper::~Reaper() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  // The thread returns only once the queue is empty, and every Post
+  // starts one: after the join nothing is left to run.
   if (thread_.joinable()) thread_.join();
-  // Posted after the thread had seen the queue empty, or with no thread.
-  for (std::function<void()>& work : queue_) work();
 }
 
 void Reaper::Post(std::function<void()> work) {
