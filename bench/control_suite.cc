@@ -412,6 +412,31 @@ absl::Status RunControlSuite(const BenchOptions& o, Report* report) {
         ->Repetitions(o.switch_reps[i])
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
+    // The same, each switch timed once the reaper has deleted the one
+    // before: what a switch costs when switches are not back to back.
+    benchmark::RegisterBenchmark(
+        absl::StrCat("switch_phase_idle/", rules).c_str(),
+        [&, i](benchmark::State& st) {
+          for (auto _ : st) {
+            st.PauseTiming();
+            controller->FinishDeletes();
+            st.ResumeTiming();
+            const auto& pair = phases[i];
+            absl::Status s =
+                controller
+                    ->SwitchPhase(subject,
+                                  (flips[i]++ % 2) ? pair.second : pair.first)
+                    .status();
+            if (!s.ok()) {
+              st.SkipWithError(std::string(s.message()).c_str());
+              break;
+            }
+          }
+        })
+        ->Iterations(1)
+        ->Repetitions(o.switch_reps[i])
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(absl::StrCat("raw_map_writes/", rules).c_str(),
                                  [&, rules](benchmark::State& st) {
                                    for (auto _ : st) {
@@ -525,8 +550,21 @@ absl::Status RunControlSuite(const BenchOptions& o, Report* report) {
     sw.tail = true;
     sw.baseline = "raw map writes";
     sw.baseline_median = base_median;
-    sw.note = "SwitchPhase: new generation written, flipped, old deleted";
+    sw.note =
+        "SwitchPhase back to back: new generation written and flipped; the "
+        "old one is deleted by the controller's reaper after the return, "
+        "overlapping the next switch";
     report->Add(std::move(sw));
+    Row idle = ControlRow(
+        "switch_phase", "sandfence, reaper idle", params, "us",
+        collector.samples[absl::StrCat("switch_phase_idle/", rules)]);
+    idle.tail = true;
+    idle.baseline = "raw map writes";
+    idle.baseline_median = base_median;
+    idle.note =
+        "SwitchPhase timed once the last switch's deletes are done (not "
+        "timed): switches spaced apart, as a host's rollouts switch";
+    report->Add(std::move(idle));
   }
   Row decode = ControlRow("user_cost_per_event", "decode", {}, "ns",
                           collector.samples["decode_event"]);

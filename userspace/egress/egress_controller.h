@@ -125,7 +125,8 @@ class EgressController {
   absl::StatusOr<uint32_t> SwitchPhase(uint64_t cgroup_id,
                                        const CompiledPhase& phase,
                                        uint16_t phase_index = 0);
-  // Returns once every old generation queued so far is deleted.
+  // Returns once every old generation queued so far is deleted: the bench
+  // times a switch with the reaper idle as well as back to back.
   void FinishDeletes() { reaper_.Drain(); }
 
   // After a switch to a narrower phase: destroys every TCP connection and
