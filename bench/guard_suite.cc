@@ -1,11 +1,13 @@
-// Guard cost for the processes it does not govern (issue 13). The process
+// Guard cost, for the processes it does not govern (issue 13) and for those
+// it does (issue 18). The process
 // guard is one set of programs per host: in signal mode tp_btf programs at
 // every system call's entry and exit (and at fork and signal delivery); in
 // lsm mode programs at LSM hooks. Either way every process on the host runs
 // them, sandboxed or not, once any sandbox is guarded. This suite measures
 // what a process outside every guarded sandbox pays: a worker in a cgroup of
 // its own times system calls with no guard loaded (the baseline) and with
-// the guard attached for one (empty) guarded sandbox, in alternating rounds;
+// the guard attached for one guarded sandbox, and a worker inside that
+// sandbox times the same calls, the three in rotating order each round;
 // then the kernel's own run time per program run.
 #include <unistd.h>
 
@@ -42,7 +44,7 @@ class GuardSuite {
   absl::Status Run();
 
  private:
-  absl::StatusOr<Samples> RunWorker(int batches);
+  absl::StatusOr<Samples> RunWorker(const Cgroup& where, int batches);
   absl::Status SetGuarded(bool on);
   absl::Status MeasureProgramCost(double baseline_getppid);
 
@@ -54,9 +56,10 @@ class GuardSuite {
   bool attached_ = false;  // the guarded sandbox is added
 };
 
-absl::StatusOr<Samples> GuardSuite::RunWorker(int batches) {
+absl::StatusOr<Samples> GuardSuite::RunWorker(const Cgroup& where,
+                                              int batches) {
   absl::StatusOr<Worker> w =
-      Worker::Start(o_.worker, outside_->fd(),
+      Worker::Start(o_.worker, where.fd(),
                     {"syscalls", "--batches", absl::StrCat(batches), "--batch",
                      absl::StrCat(o_.guard_batch)});
   if (!w.ok()) return w.status();
@@ -96,15 +99,19 @@ absl::Status GuardSuite::Run() {
                                guard_->fallback_reason(), ")"));
   }
 
-  Samples samples[2];
-  std::map<std::string, std::vector<double>> overhead;
+  // 0: no guard; 1: guard attached, caller outside; 2: caller inside the
+  // guarded sandbox.
+  constexpr int kVariants = 3;
+  Samples samples[kVariants];
+  std::map<std::string, std::vector<double>> overhead[kVariants];
   for (int round = 0; round < o_.guard_rounds; ++round) {
-    Samples this_round[2];
-    for (int i = 0; i < 2; ++i) {
-      const int v = (i + round) % 2;  // 0: no guard, 1: guard attached
+    Samples this_round[kVariants];
+    for (int i = 0; i < kVariants; ++i) {
+      const int v = (i + round) % kVariants;
       if (g_interrupted) return absl::CancelledError("interrupted");
-      if (absl::Status s = SetGuarded(v == 1); !s.ok()) return s;
-      absl::StatusOr<Samples> got = RunWorker(o_.guard_batches);
+      if (absl::Status s = SetGuarded(v != 0); !s.ok()) return s;
+      absl::StatusOr<Samples> got =
+          RunWorker(v == 2 ? *guarded_ : *outside_, o_.guard_batches);
       if (!got.ok()) return got.status();
       this_round[v] = *got;
       for (auto& [op, values] : *got) {
@@ -112,9 +119,11 @@ absl::Status GuardSuite::Run() {
         all.insert(all.end(), values.begin(), values.end());
       }
     }
-    for (const char* op : kOps) {
-      overhead[op].push_back(Summarize(this_round[1][op]).median -
-                             Summarize(this_round[0][op]).median);
+    for (int v = 1; v < kVariants; ++v) {
+      for (const char* op : kOps) {
+        overhead[v][op].push_back(Summarize(this_round[v][op]).median -
+                                  Summarize(this_round[0][op]).median);
+      }
     }
   }
 
@@ -128,18 +137,23 @@ absl::Status GuardSuite::Run() {
     row.stats = base;
     report_->Add(row);
 
-    row.variant = absl::StrCat(variant_, ", caller outside");
-    row.stats = Summarize(samples[1][op]);
-    row.baseline = "no guard";
-    row.baseline_median = base.median;
-    report_->Add(row);
+    for (int v = 1; v < kVariants; ++v) {
+      const char* caller = v == 1 ? "caller outside" : "caller guarded";
+      row.variant = absl::StrCat(variant_, ", ", caller);
+      row.stats = Summarize(samples[v][op]);
+      row.baseline = "no guard";
+      row.baseline_median = base.median;
+      row.note.clear();
+      report_->Add(row);
 
-    row.variant = absl::StrCat(variant_, " overhead");
-    row.stats = Summarize(overhead[op]);
-    row.baseline.clear();
-    row.baseline_median = 0;
-    row.note = "per round: the guarded variant's median minus the baseline's";
-    report_->Add(std::move(row));
+      row.variant = absl::StrCat(variant_, " overhead, ", caller);
+      row.stats = Summarize(overhead[v][op]);
+      row.baseline.clear();
+      row.baseline_median = 0;
+      row.note = absl::StrCat("per round: the ", caller,
+                              " variant's median minus the baseline's");
+      report_->Add(row);
+    }
   }
   if (absl::Status s = SetGuarded(true); !s.ok()) return s;
   absl::Status s = MeasureProgramCost(Summarize(samples[0]["getppid"]).median);
@@ -163,7 +177,8 @@ absl::Status GuardSuite::MeasureProgramCost(double baseline_getppid) {
       if (!s.ok()) return s.status();
       before[name] = *s;
     }
-    absl::StatusOr<Samples> got = RunWorker(std::max(1, o_.guard_batches / 3));
+    absl::StatusOr<Samples> got =
+        RunWorker(*outside_, std::max(1, o_.guard_batches / 3));
     if (!got.ok()) return got.status();
     for (const auto& [name, fd] : progs) {
       absl::StatusOr<ProgRunStats> s = ReadProgRunStats(fd);

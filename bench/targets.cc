@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -147,10 +148,18 @@ void ControlTargets(const BenchOptions& o, Report* report) {
       report->Find("control", "switch_phase", "sandfence", {{"rules", 1000}});
   Target t;
   t.goal = "phase switch p99 under 1 ms at 1,000 rules";
-  t.measured =
-      sw ? absl::StrFormat("p99 %.0f us, median %.0f us (%zu switches)",
-                           sw->stats.p99, sw->stats.median, sw->stats.n)
-         : "1,000 rules is not among this run's sizes";
+  // Judged on the stricter back-to-back figure; the spaced one is shown.
+  const Row* idle = report->Find("control", "switch_phase",
+                                 "sandfence, reaper idle", {{"rules", 1000}});
+  t.measured = sw ? absl::StrFormat(
+                        "back to back: p99 %.0f us, median %.0f us (%zu "
+                        "switches)",
+                        sw->stats.p99, sw->stats.median, sw->stats.n)
+                  : "1,000 rules is not among this run's sizes";
+  if (sw && idle) {
+    t.measured += absl::StrFormat("; spaced apart: p99 %.0f us, median %.0f us",
+                                  idle->stats.p99, idle->stats.median);
+  }
   t.status = sw ? Status(o, sw->stats.p99 < 1000) : "not measured";
   report->AddTarget(std::move(t));
 
@@ -256,12 +265,82 @@ void StartTargets(const BenchOptions& o, Report* report) {
   report->AddTarget(std::move(t));
 }
 
+// Issue 18: the kernel's own cost per program run (bpf_stats), at the
+// largest size and in the breakdown's variants.
+void HookTargets(const BenchOptions& o, Report* report) {
+  if (o.connect_sandboxes.empty() || o.connect_rules.empty()) return;
+  const int64_t big_s =
+      *std::max_element(o.connect_sandboxes.begin(), o.connect_sandboxes.end());
+  const bool has_1000 =
+      std::count(o.connect_rules.begin(), o.connect_rules.end(), 1000) > 0;
+  const int64_t big_n = has_1000 ? 1000
+                                 : *std::max_element(o.connect_rules.begin(),
+                                                     o.connect_rules.end());
+  struct Goal {
+    const char* prog;
+    const char* variant;
+    bool at_size;  // the largest size; else the breakdown's (smallest)
+    double limit_ns;
+    const char* what;
+  };
+  const Goal goals[] = {
+      {"bpf_run/connect4", "kernel", true, 150, "connect4"},
+      {"bpf_run/sendmsg4", "kernel", true, 150, "sendmsg4"},
+      {"bpf_run/sock_create", "kernel", true, 80, "sock_create"},
+      {"bpf_run/connect4", "kernel, inherit (nothing judged)", false, 60,
+       "connect4 in an inherit sandbox"},
+  };
+  for (const Goal& g : goals) {
+    Params params;
+    if (g.at_size) params = {{"rules", big_n}, {"sandboxes", big_s}};
+    const Row* row = report->Find("connect", g.prog, g.variant, params);
+    Target t;
+    t.goal = absl::StrFormat("%s at most %.0f ns per run", g.what, g.limit_ns);
+    t.measured =
+        row ? absl::StrFormat("median %.0f ns per run (%s)", row->stats.median,
+                              g.at_size ? absl::StrCat(big_s, " sandboxes x ",
+                                                       big_n, " rules")
+                                        : std::string("breakdown size"))
+            : "not in this run";
+    t.status =
+        row ? Status(o, row->stats.median <= g.limit_ns) : "not measured";
+    t.detail =
+        "bpf_stats run_time_ns / run_cnt; on this VM an empty program costs "
+        "57-75 ns and a hash lookup 40-50 ns (docs/kernel-notes.md)";
+    report->AddTarget(std::move(t));
+  }
+}
+
+// Issue 18: what the guard costs a process it does not govern, per call.
+void GuardTargets(const BenchOptions& o, Report* report) {
+  const Row* row = nullptr;
+  for (const Row& r : report->rows()) {
+    if (r.suite == "guard" && r.name == "getppid" &&
+        absl::EndsWith(r.variant, " overhead, caller outside")) {
+      row = &r;
+    }
+  }
+  if (!row) return;
+  Target t;
+  t.goal = "guard adds at most 50 ns per system call outside every sandbox";
+  t.measured = absl::StrFormat("%s: getppid %+.0f ns (median of rounds)",
+                               row->variant, row->stats.median);
+  t.status = Status(o, row->stats.median <= 50);
+  t.detail =
+      "the signal enforcer's sys_enter/sys_exit programs put every task on "
+      "the tracepoint slow path; fentry and BPF LSM are refused on this "
+      "kernel";
+  report->AddTarget(std::move(t));
+}
+
 void EvaluateTargets(const BenchOptions& options, Report* report) {
   ConnectTargets(options, report);
   DnsTargets(options, report);
   EventTargets(options, report);
   ControlTargets(options, report);
   StartTargets(options, report);
+  HookTargets(options, report);
+  GuardTargets(options, report);
 }
 
 }  // namespace sandfence::bench
