@@ -28,6 +28,7 @@ REQUIRED = [
     ("control", "register_sandbox", "sandfence"),
     ("control", "registration_rate", "sandfence"),
     ("control", "switch_phase", "sandfence"),
+    ("control", "switch_phase", "sandfence, reaper idle"),
     ("control", "controller_rss", "sandfence"),
     ("control", "map_memory", "sandfence"),
     ("dns", "query_latency", "direct"),
