@@ -85,6 +85,30 @@ struct {
 	__type(value, struct sf_dns_orig);
 } sf_dns_orig SEC(".maps");
 
+/* Where the walks start (struct sf_levels). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sf_levels);
+} sf_levels SEC(".maps");
+
+/*
+ * The index into sf_walk.ids of the shallowest level that has held a
+ * sandbox (ids[i] is level i + 1): the levels above it hold none, and the
+ * walks neither fetch nor look them up. An array lookup the verifier
+ * inlines: no helper call.
+ */
+static __always_inline __u8 sf_first_level(void)
+{
+	__u32 zero = 0;
+	const struct sf_levels *l = bpf_map_lookup_elem(&sf_levels, &zero);
+
+	if (!l || l->shallowest < 1 || l->shallowest > SF_MAX_CGROUP_DEPTH)
+		return 0;
+	return l->shallowest - 1;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, SF_SEEN_ENTRIES);
@@ -212,7 +236,9 @@ struct sf_walk {
 	/* The task (or socket) sits below SF_MAX_CGROUP_DEPTH. */
 	__u8 too_deep;
 	__u8 ring;
-	__u16 pad;
+	/* ids[start] is the first level walked (sf_first_level). */
+	__u8 start;
+	__u8 pad;
 	/* The last sandbox that allowed, or the first that denied. */
 	struct sf_decision dec;
 	__u64 id;
@@ -249,11 +275,12 @@ static __always_inline void sf_decide_socket(const struct sf_sandbox *sb,
 		sf_set(out, SF_VERDICT_ALLOW, SF_REASON_RULE, SF_NO_RULE);
 }
 
-static long sf_walk_level(__u32 level, void *ctx)
+static long sf_walk_level(__u32 i, void *ctx)
 {
 	struct sf_walk *w = ctx;
 	struct sf_decision dec = {};
 	const struct sf_sandbox *sb;
+	__u32 level = w->start + i;
 	__u64 id;
 
 	if (level >= SF_MAX_CGROUP_DEPTH)
@@ -320,10 +347,11 @@ static __always_inline void sf_record_allow(struct sf_walk *w, __u8 hook)
  * walk goes outermost first, so the last one found). Also counts the
  * sandboxes: each has its links, so the hook runs once per sandbox.
  */
-static long sf_find_judge(__u32 level, void *ctx)
+static long sf_find_judge(__u32 i, void *ctx)
 {
 	struct sf_walk *w = ctx;
 	const struct sf_sandbox *sb;
+	__u32 level = w->start + i;
 	__u64 id;
 
 	if (level >= SF_MAX_CGROUP_DEPTH)
@@ -347,7 +375,7 @@ static long sf_find_judge(__u32 level, void *ctx)
 static __always_inline struct sf_dns_target *
 sf_dns_target_of(struct sf_walk *w, bool *filtered)
 {
-	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_find_judge, w, 0);
+	bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_find_judge, w, 0);
 	*filtered = w->judge_id && (w->judge.flags & SF_SB_DNS_FILTER);
 	if (!*filtered)
 		return NULL;
@@ -361,7 +389,7 @@ sf_dns_target_of(struct sf_walk *w, bool *filtered)
  */
 static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 {
-	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_walk_level, w, 0);
+	bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_walk_level, w, 0);
 
 	if (!w->found) {
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX,
@@ -410,9 +438,12 @@ static __always_inline __u8 sf_proto8(__u32 protocol)
 /* Level 0 is the root cgroup, which is never a sandbox. */
 static __always_inline void sf_current_ancestors(struct sf_walk *w)
 {
+	w->start = sf_first_level();
 	/* Past the task's own level the helper returns 0: stop there (the
 	 * rest of ids[] is already zero) instead of asking 16 times. */
 	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
+		if (level < w->start)
+			continue;
 		w->ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
 		if (!w->ids[level])
 			return;
@@ -693,7 +724,10 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		w->d.port = bpf_ntohs(uh.dest);
 	}
 	/* The socket's cgroup, not the current task's: softirq context. */
+	w->start = sf_first_level();
 	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
+		if (level < w->start)
+			continue;
 		w->ids[level] = bpf_skb_ancestor_cgroup_id(skb, level + 1);
 		if (!w->ids[level])
 			break;
@@ -712,7 +746,7 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		if (t && t->addr == w->d.addr[0] && t->port == w->d.port)
 			return 1;
 	}
-	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_walk_level, w, 0);
+	bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_walk_level, w, 0);
 	if (w->found && w->too_deep)
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
 		       SF_NO_RULE);

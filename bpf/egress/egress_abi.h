@@ -94,6 +94,19 @@ struct sf_sandbox {
 };
 SF_STATIC_ASSERT(sizeof(struct sf_sandbox) == 16, "sf_sandbox layout");
 
+/*
+ * Value of sf_levels, an array of one: the shallowest cgroup level that has
+ * held a sandbox since the maps were made (0: none yet). The walks start
+ * there instead of at level 1: no sandbox can be above it. Only ever
+ * lowered, and lowered before a sandbox at a new level is written or
+ * attached, so a walk never skips a sandbox that judges it.
+ */
+struct sf_levels {
+	__u32 shallowest;
+	__u32 pad;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_levels) == 8, "sf_levels layout");
+
 /* Value of sf_counters, keyed by the sandbox cgroup's id. */
 struct sf_counters {
 	__u64 allowed;

@@ -7,6 +7,7 @@
 // sendmsg4 let through), so the errno alone cannot show that every hook
 // works. tests/README.md lists, per hook, the tests that fail when that
 // hook allows everything (the mutation run proves it).
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -22,6 +24,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "egress/net_event.h"
+#include "host/host_state.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
@@ -466,6 +469,95 @@ TEST_F(EgressE2eTest, ASandboxAtANewLevelJudgesFromItsFirstConnect) {
   EXPECT_TRUE(IsEperm(Probe(outer, {"--join-cgroup", mid2->path(),
                                     "tcp-connect", "127.0.0.4",
                                     Port(forbidden_.port)})));
+}
+
+// The walks start at the shallowest level that has held a sandbox
+// (sf_levels). An agent's best chance against that: a restricting sandbox
+// started above every earlier one, on the parent of an allow-all sandbox
+// the agent already runs in. Unless the start level is lowered before the
+// new sandbox's first connect, the inner sandbox's walk skips it and its
+// rules are never applied. Its own controller: a fresh sf_levels, which
+// no earlier test in this process has lowered.
+TEST_F(EgressE2eTest, ASandboxAboveEveryEarlierOneJudgesFromItsFirstConnect) {
+  auto own = EgressController::Create(PrivateHost());
+  ASSERT_TRUE(own.ok()) << own.status();
+  std::unique_ptr<EgressController> controller = *std::move(own);
+  absl::StatusOr<Cgroup> outer =
+      Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/above-", getpid()));
+  ASSERT_TRUE(outer.ok()) << outer.status();
+  absl::StatusOr<Cgroup> inner = Cgroup::Create(outer->path() + "/in");
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  ASSERT_TRUE(
+      controller->AddSandbox(inner->fd(), inner->ref(), Phase(v1::INHERIT, {}))
+          .ok());
+  const std::vector<std::string> forbidden_tcp = {"tcp-connect", "127.0.0.4",
+                                                  Port(forbidden_.port)};
+  const std::vector<std::string> forbidden_udp = {"udp-sendto", "127.0.0.4",
+                                                  Port(forbidden_.port)};
+  ASSERT_EQ(Probe(*inner, forbidden_tcp), 0) << "the inner sandbox allows all";
+  ASSERT_EQ(Probe(*inner, forbidden_udp), 0);
+
+  ASSERT_TRUE(controller
+                  ->AddSandbox(outer->fd(), outer->ref(),
+                               Phase(v1::MODEL_ONLY,
+                                     {TcpRule("127.0.0.2", model_.port)}))
+                  .ok());
+  EXPECT_TRUE(IsEperm(Probe(*inner, forbidden_tcp)));
+  EXPECT_TRUE(IsEperm(Probe(*inner, forbidden_udp)));
+  EXPECT_TRUE(IsEperm(Probe(*outer, forbidden_tcp)));
+  EXPECT_EQ(Probe(*inner, {"tcp-connect", "127.0.0.2", Port(model_.port)}), 0);
+  controller->RemoveSandbox(outer->id()).IgnoreError();
+  controller->RemoveSandbox(inner->id()).IgnoreError();
+}
+
+// Maps pinned by a build before sf_levels hold sandboxes whose levels no
+// one wrote down. A build that reuses them makes sf_levels anew: it starts
+// every walk at level 1, never at the level of the first sandbox it adds,
+// which could be deeper than those it found.
+TEST_F(EgressE2eTest, MapsFromABuildWithoutLevelsAreWalkedWhole) {
+  const std::string root =
+      absl::StrCat("/sys/fs/bpf/sandfence-levels-", getpid());
+  auto host = HostState::Open({.pin_root = root});
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<Cgroup> outer =
+      Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/levels-", getpid()));
+  ASSERT_TRUE(outer.ok()) << outer.status();
+  absl::StatusOr<Cgroup> inner = Cgroup::Create(outer->path() + "/in");
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  {
+    auto first = EgressController::Create(host->get());
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE(
+        (*first)
+            ->AddSandbox(outer->fd(), outer->ref(), Phase(v1::MODEL_ONLY, {}))
+            .ok());
+  }  // the process "dies": its sandbox stays pinned
+  // What a build before sf_levels left: no such map.
+  const std::string levels_pin = root + "/maps/sf_levels";
+  ASSERT_EQ(unlink(levels_pin.c_str()), 0) << strerror(errno);
+  auto second = EgressController::Create(host->get());
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(
+      (*second)
+          ->AddSandbox(inner->fd(), inner->ref(), Phase(v1::INHERIT, {}))
+          .ok());
+  UniqueFd levels(bpf_obj_get(levels_pin.c_str()));
+  ASSERT_TRUE(levels) << levels_pin << ": " << strerror(errno);
+  const uint32_t zero = 0;
+  sf_levels value{};
+  ASSERT_EQ(bpf_map_lookup_elem(levels.get(), &zero, &value), 0);
+  EXPECT_EQ(value.shallowest, 1u)
+      << "the walks would start at the new sandbox's level " << inner->level()
+      << ", below the one found pinned";
+  EXPECT_TRUE(IsEperm(
+      Probe(*inner, {"tcp-connect", "127.0.0.4", Port(forbidden_.port)})));
+  ASSERT_TRUE((*second)->RemoveSandbox(inner->id()).ok());
+  auto adopted = (*second)->AdoptSandbox(outer->id());
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  ASSERT_TRUE((*second)->RemoveSandbox(outer->id()).ok());
+  second->reset();
+  host->reset();
+  EXPECT_TRUE(EgressController::RemovePins(root).ok());
 }
 
 TEST_F(EgressE2eTest, ProcessOutsideAnySandboxIsUntouched) {

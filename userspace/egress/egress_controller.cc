@@ -270,6 +270,7 @@ const EgressController::MapSlot EgressController::kMapSlots[] = {
     {"sf_learned4", &Maps::learned4},
     {"sf_learned6", &Maps::learned6},
     {"sf_outbound", &Maps::outbound},
+    {"sf_levels", &Maps::levels},
 };
 
 const EgressController::MapSlot EgressController::kUnixMapSlots[] = {
@@ -390,6 +391,7 @@ absl::Status EgressController::LoadOrOpen() {
       return ErrnoError(errno, absl::StrCat("map ", m.name));
     }
   }
+  if (absl::Status s = SeedShallowestLevel(); !s.ok()) return s;
   if (host_->pinned()) {
     if (absl::Status s = MakeDirs(progs_dir); !s.ok()) return s;
   }
@@ -782,6 +784,56 @@ std::string EgressController::LinkDir(uint64_t cgroup_id) const {
   return host_->PinPath(absl::StrCat("links/", cgroup_id));
 }
 
+absl::Status EgressController::SeedShallowestLevel() {
+  const uint32_t zero = 0;
+  sf_levels levels{};
+  if (bpf_map_lookup_elem(maps_.levels.get(), &zero, &levels) != 0) {
+    return ErrnoError(errno, "read sf_levels");
+  }
+  uint64_t key = 0;
+  if (levels.shallowest != 0 ||
+      bpf_map_get_next_key(maps_.sandboxes.get(), nullptr, &key) != 0) {
+    return absl::OkStatus();  // set already, or no sandbox yet
+  }
+  // Sandboxes whose levels nobody wrote down: walk them all.
+  levels.shallowest = 1;
+  if (bpf_map_update_elem(maps_.levels.get(), &zero, &levels, BPF_ANY) != 0) {
+    return ErrnoError(errno, "write sf_levels");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EgressController::LowerShallowestLevel(uint32_t level) {
+  // A level counted inside a cgroup namespace is at most the kernel's, so
+  // lowering to it is safe; 0 (a namespace's root) would read as "none
+  // yet", so it is 1, the shallowest there is.
+  level = std::max<uint32_t>(level, 1);
+  const uint32_t zero = 0;
+  sf_levels levels{};
+  // Only ever lowered: a value at or above this level stays true, and
+  // needs no lock.
+  if (bpf_map_lookup_elem(maps_.levels.get(), &zero, &levels) != 0) {
+    return ErrnoError(errno, "read sf_levels");
+  }
+  if (levels.shallowest != 0 && levels.shallowest <= level) {
+    return absl::OkStatus();
+  }
+  // Read and written under the host lock: two processes lowering at once
+  // must not leave the deeper of their levels.
+  HostState::Lock lock = host_->Exclusive();
+  if (bpf_map_lookup_elem(maps_.levels.get(), &zero, &levels) != 0) {
+    return ErrnoError(errno, "read sf_levels");
+  }
+  if (levels.shallowest != 0 && levels.shallowest <= level) {
+    return absl::OkStatus();
+  }
+  levels.shallowest = level;
+  if (bpf_map_update_elem(maps_.levels.get(), &zero, &levels, BPF_ANY) != 0) {
+    return ErrnoError(errno, "write sf_levels");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status EgressController::WriteSandbox(uint64_t cgroup_id,
                                             const SandboxState& state,
                                             uint64_t map_flags) {
@@ -953,6 +1005,12 @@ absl::StatusOr<uint32_t> EgressController::AddSandbox(
     DeleteEntries(state.entries);
     return Unavailable(absl::StrCat("counters for sandbox ", cgroup.path, ": ",
                                     std::strerror(err)));
+  }
+  // The walks must reach this level before the entry and links exist.
+  if (absl::Status s = LowerShallowestLevel(cgroup.level); !s.ok()) {
+    DeleteEntries(state.entries);
+    bpf_map_delete_elem(maps_.counters.get(), &id);
+    return s;
   }
   if (absl::Status s = WriteSandbox(id, state, BPF_NOEXIST); !s.ok()) {
     DeleteEntries(state.entries);

@@ -244,7 +244,7 @@ class EgressController {
   };
   struct Maps {
     UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings,
-        dns_targets, learned4, learned6, outbound;
+        dns_targets, learned4, learned6, outbound, levels;
     // The unix objects' (-1 where nothing judges Unix sockets; unix_bound
     // only with the cgroup hooks).
     UniqueFd unix_rules, unix_protected, unix_bound;
@@ -299,6 +299,12 @@ class EgressController {
   absl::flat_hash_set<LearnedKey> ScanLearned(uint32_t generation) const;
   absl::Status WriteSandbox(uint64_t cgroup_id, const SandboxState& state,
                             uint64_t map_flags);
+  // Lowers sf_levels to a new sandbox's level when none was that shallow
+  // yet; before its entry and links exist (struct sf_levels).
+  absl::Status LowerShallowestLevel(uint32_t level);
+  // Maps reused from an earlier build without sf_levels: walks start at
+  // level 1 (host lock held).
+  absl::Status SeedShallowestLevel();
   absl::Status Attach(int cgroup_fd, const CgroupRef& cgroup,
                       SandboxState& state);
   // recvmsg4/6 and getpeername4/6, for a sandbox given a DNS filter
