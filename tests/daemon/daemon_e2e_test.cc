@@ -2,6 +2,7 @@
 // socket, with real sandboxes and loopback listeners: 127.0.0.2 plays the
 // model server, 127.0.0.3 a tool, 127.0.0.4 somewhere forbidden.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -21,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/unique_fd.h"
 #include "daemon/daemon_fixture.h"
 #include "egress/egress_fixture.h"
@@ -113,6 +115,39 @@ class DaemonTest : public ::testing::Test {
   Listener model_, tool_, forbidden_;
   std::unique_ptr<DaemonProcess> daemon_;
 };
+
+// Every sandbox holds a link fd per hook. Started with a low soft fd limit
+// (systemd's default is 1,024), the daemon raises it to the hard one, or it
+// would refuse rollouts past ~120.
+TEST(DaemonLimits, RaisesItsSoftFdLimitToTheHardOne) {
+  SANDFENCE_REQUIRE_ROOT();
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max <= 256) {
+    GTEST_SKIP() << "SKIPPED: the hard fd limit here (" << saved.rlim_max
+                 << ") leaves no soft limit below it to raise from";
+  }
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0) << strerror(errno);
+  DaemonProcess daemon(MakeDaemonDirs("fdlimit"));
+  daemon.Start();  // the child inherits the low soft limit
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0) << strerror(errno);
+  std::ifstream f(absl::StrCat("/proc/", daemon.pid(), "/limits"));
+  std::string line;
+  std::string soft;
+  while (std::getline(f, line)) {
+    if (absl::StartsWith(line, "Max open files")) {
+      std::vector<std::string> words = absl::StrSplit(
+          line.substr(strlen("Max open files")), ' ', absl::SkipEmpty());
+      if (!words.empty()) soft = words[0];
+    }
+  }
+  const std::string want = saved.rlim_max == RLIM_INFINITY
+                               ? "unlimited"
+                               : absl::StrCat(saved.rlim_max);
+  EXPECT_EQ(soft, want) << "the daemon kept a soft limit below the hard one";
+}
 
 TEST_F(DaemonTest, SocketIsRootOnly) {
   struct stat st {};

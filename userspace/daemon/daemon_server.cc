@@ -1,11 +1,12 @@
 #include "daemon/daemon_server.h"
 
+#include <fcntl.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -175,6 +176,22 @@ void NotifyReady() {
 
 }  // namespace
 
+namespace {
+
+void RaiseFdLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      LogWarning("could not raise RLIMIT_NOFILE to %d: %s",
+                 static_cast<long long>(limit.rlim_max), std::strerror(errno));
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status RunDaemon(const DaemonOptions& options) {
   if (::geteuid() != 0) {
     return absl::PermissionDeniedError(
@@ -189,6 +206,10 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  // Every sandbox holds a link fd per hook (8): at systemd's default soft
+  // limit of 1,024 a daemon would stop near 120 rollouts. The hard limit is
+  // what the host allows; nothing here uses select().
+  RaiseFdLimit();
 
   // The manager takes the state directory's lock first: a second daemon
   // stops here, before it touches the running one's socket.
