@@ -176,7 +176,7 @@ absl::Status ConnectSuite::GrowFillers(size_t sandboxes) {
     report_->Note(absl::StrCat(
         "connect with ", sandboxes, " sandboxes: ", attached_fillers_ + 1,
         " attached through the controller, ", map_only_->size(),
-        " written into its maps only: 6 link fds per sandbox exceed this "
+        " written into its maps only: a link fd per hook per sandbox exceeds this "
         "host's RLIMIT_NOFILE (bench/fillers.h)"));
   }
   if (nft_ && !added.empty()) return nft_->AddSandboxes(added);

@@ -189,7 +189,7 @@ void ControlTargets(const BenchOptions& o, Report* report) {
                        : (projected->stats.median < 64 ? "projected: met"
                                                        : "projected: missed");
     r.detail =
-        "the controller holds 6 link fds per sandbox and this host's "
+        "the controller holds a link fd per hook per sandbox and this host's "
         "hard RLIMIT_NOFILE stops it short of 10,000";
   }
   report->AddTarget(std::move(r));
