@@ -391,52 +391,37 @@ absl::Status RunControlSuite(const BenchOptions& o, Report* report) {
     const size_t rules = o.switch_rules[i];
     phases.emplace_back(AllowlistPhase(rules, 8080, 53, 1),
                         AllowlistPhase(rules, 8080, 53, 2));
-    benchmark::RegisterBenchmark(
-        absl::StrCat("switch_phase/", rules).c_str(),
-        [&, i](benchmark::State& st) {
-          for (auto _ : st) {
-            // Alternate between two allowlists of the same size.
-            const auto& pair = phases[i];
-            absl::Status s =
-                controller
-                    ->SwitchPhase(subject,
-                                  (flips[i]++ % 2) ? pair.second : pair.first)
-                    .status();
-            if (!s.ok()) {
-              st.SkipWithError(std::string(s.message()).c_str());
-              break;
+    // Alternates between two allowlists of the same size. Back to back, or
+    // (idle) each switch timed once the reaper has deleted the one before:
+    // what a switch costs when switches are spaced apart.
+    for (const bool idle : {false, true}) {
+      benchmark::RegisterBenchmark(
+          absl::StrCat(idle ? "switch_phase_idle/" : "switch_phase/", rules)
+              .c_str(),
+          [&, i, idle](benchmark::State& st) {
+            for (auto _ : st) {
+              if (idle) {
+                st.PauseTiming();
+                controller->FinishDeletes();
+                st.ResumeTiming();
+              }
+              const auto& pair = phases[i];
+              absl::Status s =
+                  controller
+                      ->SwitchPhase(subject,
+                                    (flips[i]++ % 2) ? pair.second : pair.first)
+                      .status();
+              if (!s.ok()) {
+                st.SkipWithError(std::string(s.message()).c_str());
+                break;
+              }
             }
-          }
-        })
-        ->Iterations(1)
-        ->Repetitions(o.switch_reps[i])
-        ->Unit(benchmark::kMicrosecond)
-        ->UseRealTime();
-    // The same, each switch timed once the reaper has deleted the one
-    // before: what a switch costs when switches are not back to back.
-    benchmark::RegisterBenchmark(
-        absl::StrCat("switch_phase_idle/", rules).c_str(),
-        [&, i](benchmark::State& st) {
-          for (auto _ : st) {
-            st.PauseTiming();
-            controller->FinishDeletes();
-            st.ResumeTiming();
-            const auto& pair = phases[i];
-            absl::Status s =
-                controller
-                    ->SwitchPhase(subject,
-                                  (flips[i]++ % 2) ? pair.second : pair.first)
-                    .status();
-            if (!s.ok()) {
-              st.SkipWithError(std::string(s.message()).c_str());
-              break;
-            }
-          }
-        })
-        ->Iterations(1)
-        ->Repetitions(o.switch_reps[i])
-        ->Unit(benchmark::kMicrosecond)
-        ->UseRealTime();
+          })
+          ->Iterations(1)
+          ->Repetitions(o.switch_reps[i])
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
     benchmark::RegisterBenchmark(absl::StrCat("raw_map_writes/", rules).c_str(),
                                  [&, rules](benchmark::State& st) {
                                    for (auto _ : st) {
