@@ -9,6 +9,9 @@
 # Generated files are ordered through targets, because add_custom_command
 # outputs are only visible inside the directory that declares them.
 #
+# Every object passes bpf/tools/stack_check before it exists: no call chain
+# over SANDFENCE_BPF_STACK_LIMIT bytes or SANDFENCE_BPF_MAX_FRAMES frames.
+#
 # Test-only variants (the egress mutation run): DEFINES adds -D flags,
 # OUT_DIR puts the object and skeleton in their own directory, and
 # SKEL_NAME names the skeleton (default NAME), so that a variant's
@@ -19,6 +22,19 @@ find_program(SANDFENCE_BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
 
 set(SANDFENCE_BPF_OUT ${CMAKE_BINARY_DIR}/bpf-gen CACHE INTERNAL "")
 file(MAKE_DIRECTORY ${SANDFENCE_BPF_OUT})
+
+# The stack budget every program's deepest call chain must fit
+# (bpf/tools/stack_check.cc): the verifier's limit is 512 bytes, and how it
+# counts differs between builds of one kernel, so the build keeps a margin.
+set(SANDFENCE_BPF_STACK_LIMIT 800 CACHE STRING
+    "Largest combined stack (bytes) of a BPF program's call chain")
+set(SANDFENCE_BPF_MAX_FRAMES 8 CACHE STRING
+    "Most nested BPF call frames (the verifier allows 8)")
+if(NOT TARGET sandfence_stack_check)
+  add_executable(sandfence_stack_check
+                 ${CMAKE_CURRENT_LIST_DIR}/../bpf/tools/stack_check.cc)
+  target_link_libraries(sandfence_stack_check PRIVATE elf)
+endif()
 
 if(NOT TARGET sandfence_vmlinux)
   add_custom_command(
@@ -56,10 +72,15 @@ function(sandfence_bpf_object name source)
     list(APPEND deps ${SANDFENCE_BPF_OUT}/vmlinux.h)
   endif()
 
+  # The object exists only once its stack check passed: a chain over the
+  # budget fails the build, and the next build tries again.
   add_custom_command(
     OUTPUT ${obj}
-    COMMAND ${SANDFENCE_CLANG} ${flags} -c ${src} -o ${obj}
-    DEPENDS ${deps}
+    COMMAND ${SANDFENCE_CLANG} ${flags} -c ${src} -o ${obj}.tmp
+    COMMAND sandfence_stack_check --limit ${SANDFENCE_BPF_STACK_LIMIT}
+            --max-frames ${SANDFENCE_BPF_MAX_FRAMES} ${obj}.tmp
+    COMMAND ${CMAKE_COMMAND} -E rename ${obj}.tmp ${obj}
+    DEPENDS ${deps} sandfence_stack_check
     IMPLICIT_DEPENDS C ${src}
     COMMENT "BPF ${name}.bpf.o ${ARG_DEFINES}"
     VERBATIM)
