@@ -119,7 +119,7 @@ absl::Status ConnectSuite::SetUp() {
   if (!nft_binary.ok()) {
     report_->Note(absl::StrCat(
         "nftables variant skipped: ", nft_binary.status().message(),
-        " (scripts/install-deps.sh installs it)"));
+        " (scripts/install-deps.sh --test installs it)"));
   } else if (!name.ok()) {
     report_->Note(
         absl::StrCat("nftables variant skipped: ", name.status().message()));

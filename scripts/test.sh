@@ -6,8 +6,8 @@
 # runs.
 set -eu
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
-./scripts/build.sh
+./scripts/install-deps.sh --test
+./scripts/build.sh --all
 cd build
 # Two at a time (the machine has two cores): every test keeps its BPF
 # programs, cgroups, pins and ports to itself (tests/README.md, "The suite

@@ -71,7 +71,7 @@ mirror=${mirror%/}
 [ "$(id -u)" -eq 0 ] || skip "needs root (debootstrap and chroot build the root filesystem)"
 for tool in debootstrap podman cpack dpkg-deb chroot; do
 	command -v "$tool" >/dev/null ||
-		skip "$tool is missing (./scripts/install-deps.sh installs it)"
+		skip "$tool is missing (./scripts/install-deps.sh --test installs it)"
 done
 [ -f "$build/CPackConfig.cmake" ] || die "$build is not a configured build tree (no CPackConfig.cmake)"
 [ -x "$build/userspace/cli/sandfence" ] || die "$build/userspace/cli/sandfence is not built (cmake --build $build --target sandfence sandfence_docs)"

@@ -53,7 +53,7 @@ rc=$?
 [ "$rc" -eq 0 ] || fail "build-image.sh --check: $check"
 python=/usr/bin/python3
 for tool in protoc grpc_python_plugin runc; do
-	command -v "$tool" >/dev/null || skip "$tool is missing (./scripts/install-deps.sh installs it)"
+	command -v "$tool" >/dev/null || skip "$tool is missing (./scripts/install-deps.sh --test installs it)"
 done
 "$python" -c 'import grpc, yaml' 2>/dev/null || skip "$python lacks grpc or yaml (python3-grpcio, python3-yaml)"
 

@@ -29,7 +29,7 @@ import sys
 try:
     import yaml
 except ImportError:
-    print("SKIPPED: python3-yaml is missing (./scripts/install-deps.sh installs it)")
+    print("SKIPPED: python3-yaml is missing (./scripts/install-deps.sh --test installs it)")
     sys.exit(77)
 
 RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}

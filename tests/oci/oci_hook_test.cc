@@ -108,7 +108,7 @@ class OciHookTest : public ::testing::Test {
     SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
     if (access(kRunc, X_OK) != 0) {
       GTEST_SKIP() << "needs runc (" << kRunc
-                   << "; scripts/install-deps.sh installs it)";
+                   << "; scripts/install-deps.sh --test installs it)";
     }
     absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
     ASSERT_TRUE(dir.ok()) << dir.status();
@@ -376,7 +376,7 @@ TEST_F(OciHookTest, PhaseSwitchByRolloutIdWhileItRuns) {
 TEST_F(OciHookTest, PodmanRunsTheHooksDFiles) {
   constexpr char kPodman[] = "/usr/bin/podman";
   if (access(kPodman, X_OK) != 0) {
-    GTEST_SKIP() << "needs podman (scripts/install-deps.sh installs it)";
+    GTEST_SKIP() << "needs podman (scripts/install-deps.sh --test installs it)";
   }
   const std::string hooks = dir_->Path("hooks.d");
   ASSERT_EQ(mkdir(hooks.c_str(), 0755), 0);

@@ -30,7 +30,7 @@ namespace sandfence {
     if (!::sandfence::TestDnsServer::Available()) {                    \
       GTEST_SKIP() << "needs " << ::sandfence::TestDnsServer::kDnsmasq \
                    << " (Debian package dnsmasq-base; "                \
-                      "scripts/install-deps.sh installs it)";          \
+                      "scripts/install-deps.sh --test installs it)";          \
     }                                                                  \
   } while (0)
 
