@@ -1,0 +1,123 @@
+// Landlock for a process sandfence starts: the ABI this kernel has, and a
+// ruleset that allows every file-system right except in excluded subtrees.
+//
+// Landlock only allows. "Everything but X" is written as a rule for each
+// sibling of each of X's ancestors, found by walking from / down to X, plus
+// a rule on each ancestor itself for the rights that X keeps (so that /
+// stays readable when /sys is only write-protected). The walk is a snapshot
+// taken when the ruleset is built: an entry created later beside an
+// ancestor of X gets only what that ancestor's own rule gives (nothing can
+// be created or removed directly in the parent of an excluded path, e.g. in
+// / while /sys is excluded).
+//
+// Rules bind inodes, not strings: an excluded subtree reachable by a second
+// path (a bind mount, a hard link) is reachable there. Special file systems
+// are therefore excluded by type wherever they are mounted (cgroupfs, bpffs,
+// sysfs, procfs, ...); for paths excluded by name the caller must not
+// bind-mount them elsewhere.
+#ifndef SANDFENCE_CONFINE_LANDLOCK_H_
+#define SANDFENCE_CONFINE_LANDLOCK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+
+namespace sandfence::confine {
+
+// Access rights and scopes, by bit (UAPI <linux/landlock.h>; Debian 12's
+// headers stop at ABI 2, so the later bits are spelled here).
+inline constexpr uint64_t kFsExecute = 1ULL << 0;
+inline constexpr uint64_t kFsWriteFile = 1ULL << 1;
+inline constexpr uint64_t kFsReadFile = 1ULL << 2;
+inline constexpr uint64_t kFsReadDir = 1ULL << 3;
+inline constexpr uint64_t kFsRemoveDir = 1ULL << 4;
+inline constexpr uint64_t kFsRemoveFile = 1ULL << 5;
+inline constexpr uint64_t kFsMakeChar = 1ULL << 6;
+inline constexpr uint64_t kFsMakeDir = 1ULL << 7;
+inline constexpr uint64_t kFsMakeReg = 1ULL << 8;
+inline constexpr uint64_t kFsMakeSock = 1ULL << 9;
+inline constexpr uint64_t kFsMakeFifo = 1ULL << 10;
+inline constexpr uint64_t kFsMakeBlock = 1ULL << 11;
+inline constexpr uint64_t kFsMakeSym = 1ULL << 12;
+inline constexpr uint64_t kFsRefer = 1ULL << 13;                 // ABI 2
+inline constexpr uint64_t kFsTruncate = 1ULL << 14;              // ABI 3
+inline constexpr uint64_t kFsIoctlDev = 1ULL << 15;              // ABI 5
+inline constexpr uint64_t kScopeAbstractUnixSocket = 1ULL << 0;  // ABI 6
+inline constexpr uint64_t kScopeSignal = 1ULL << 1;              // ABI 6
+
+// What reading needs; everything else Landlock knows is write-like.
+inline constexpr uint64_t kFsReadRights = kFsExecute | kFsReadFile | kFsReadDir;
+// The rights a rule on a non-directory may carry (the kernel refuses others).
+inline constexpr uint64_t kFsFileRights =
+    kFsExecute | kFsWriteFile | kFsReadFile | kFsTruncate | kFsIoctlDev;
+
+// The file-system rights this ABI knows (0 for ABI < 1).
+uint64_t FsRightsOfAbi(int abi);
+// The write-like rights of this ABI: all it knows but the read rights.
+uint64_t FsWriteRightsOfAbi(int abi);
+// The scopes of this ABI (signal and abstract Unix socket from ABI 6).
+uint64_t ScopesOfAbi(int abi);
+
+// The Landlock ABI of the running kernel, or why there is none.
+struct LandlockAbi {
+  int version = 0;      // 0: none
+  int error = 0;        // errno of the probe when version is 0
+  uint64_t errata = 0;  // fixed issues (LANDLOCK_CREATE_RULESET_ERRATA)
+  std::string reason;   // why none: "not built into this kernel (ENOSYS)"
+};
+LandlockAbi ProbeLandlockAbi();
+
+// A subtree and the rights it keeps: no_write keeps the read rights,
+// no_access keeps none.
+struct Exclusion {
+  std::string path;  // absolute
+  uint64_t keep = 0;
+};
+
+// One rule of the ruleset: beneath `path`, allow `rights`.
+struct PlannedRule {
+  std::string path;
+  uint64_t rights = 0;
+  bool directory = false;
+};
+
+// Where the walk went, for DescribeConfinement and for tests.
+struct RulePlan {
+  std::vector<PlannedRule> rules;
+  // Exclusions as applied: canonical (symlinks resolved), existing, not
+  // implied by another one.
+  std::vector<Exclusion> applied;
+  std::vector<std::string> skipped;  // excluded paths that do not exist
+  // procfs directories that held an exclusion below them: never
+  // enumerated (pid directories), so the whole procfs mount got the
+  // strictest exclusion beneath it.
+  std::vector<std::string> widened;
+};
+
+// Plans the rules that allow `handled` everywhere except in `exclusions`
+// (each keeping its `keep & handled`), and adds each to `ruleset_fd` as it
+// goes (-1: plan only), through the O_PATH fd the walk opened. Relative
+// paths are Malformed; excluded paths that do not exist are skipped.
+// list_ancestors: the directories on the way to an exclusion may be listed
+// (READ_DIR, when handled), which lets the names beneath the exclusion be
+// listed too: Landlock grants by hierarchy.
+absl::StatusOr<RulePlan> PlanRules(const std::vector<Exclusion>& exclusions,
+                                   uint64_t handled, bool list_ancestors,
+                                   int ruleset_fd = -1);
+
+// Mount points of these file-system types, from a mountinfo table
+// (/proc/self/mountinfo), in table order.
+absl::StatusOr<std::vector<std::string>> MountPointsOfTypes(
+    const std::vector<std::string>& fs_types,
+    const std::string& mountinfo_path = "/proc/self/mountinfo");
+
+// An empty ruleset fd (O_CLOEXEC) handling `handled_fs` and `scoped`.
+absl::StatusOr<UniqueFd> CreateRuleset(int abi, uint64_t handled_fs,
+                                       uint64_t scoped);
+
+}  // namespace sandfence::confine
+
+#endif  // SANDFENCE_CONFINE_LANDLOCK_H_
