@@ -1,10 +1,12 @@
 // The walk that turns "everything but these subtrees" into Landlock rules,
 // planned without a ruleset (no privileges, no Landlock needed), and the
 // descriptions of what holds at each ABI.
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -171,6 +173,44 @@ TEST(LandlockPlanProcTest, SysAndProcWholeCostOneRulePerEntryOfRoot) {
         << "only entries of / get rules: " << r.path;
     EXPECT_NE(r.path, "/sys");
     EXPECT_NE(r.path, "/proc");
+  }
+}
+
+TEST_F(LandlockPlanTest, WithheldRightsAreGrantedNowhere) {
+  const uint64_t withheld = kFsMakeChar | kFsMakeBlock;
+  absl::StatusOr<RulePlan> plan =
+      PlanRules({{Path("ro"), kFsReadRights}}, kAll, true, -1, withheld);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const PlannedRule& r : plan->rules) {
+    EXPECT_EQ(r.rights & withheld, 0u) << r.path;
+  }
+  EXPECT_EQ(RulesOf(*plan).at(Path("open")), kAll & ~withheld);
+}
+
+TEST(RawDevicesTest, EveryBlockDeviceAndNoOrdinaryOne) {
+  absl::StatusOr<std::vector<std::string>> found = RawDeviceNodes();
+  ASSERT_TRUE(found.ok()) << found.status();
+  const std::set<std::string> set(found->begin(), found->end());
+  for (const char* ordinary : {"/dev/null", "/dev/zero", "/dev/urandom",
+                               "/dev/tty", "/dev/ptmx", "/dev/full"}) {
+    EXPECT_EQ(set.count(ordinary), 0u) << ordinary;
+  }
+  if (DIR* d = ::opendir("/dev")) {
+    while (struct dirent* e = ::readdir(d)) {
+      const std::string path = absl::StrCat("/dev/", e->d_name);
+      struct stat st;
+      if (::lstat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) {
+        EXPECT_EQ(set.count(path), 1u) << path << " is a block device";
+      }
+    }
+    ::closedir(d);
+  }
+  for (const char* raw : {"/dev/mem", "/dev/kmem", "/dev/port",
+                          "/dev/userfaultfd", "/dev/uinput", "/dev/kmsg"}) {
+    struct stat st;
+    if (::lstat(raw, &st) == 0 && S_ISCHR(st.st_mode)) {
+      EXPECT_EQ(set.count(raw), 1u) << raw;
+    }
   }
 }
 

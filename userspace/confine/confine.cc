@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -58,13 +59,14 @@ std::string Paths(const std::vector<std::string>& paths) {
 
 // What the described rows need from either a plan or a prepared one.
 struct Facts {
-  const ConfinePlan* plan;
-  int abi;
-  uint64_t handled_fs;
-  uint64_t scoped;
+  const ConfinePlan* plan = nullptr;
+  int abi = 0;
+  uint64_t handled_fs = 0;
+  uint64_t scoped = 0;
   std::vector<std::string> no_write;   // as applied, or as planned
   std::vector<std::string> no_access;  // likewise
   std::vector<std::string> absent;     // no_access paths that do not exist
+  std::vector<std::string> devices;    // hidden raw devices, when prepared
 };
 
 std::vector<ConfineGuarantee> Describe(const Facts& f) {
@@ -178,6 +180,22 @@ std::vector<ConfineGuarantee> Describe(const Facts& f) {
     add(ConfineGuaranteeId::kNoAccess, what, has_landlock,
         has_landlock ? absl::StrCat(landlock, fs_notes) : no_landlock);
   }
+  if (plan.hide_raw_devices) {
+    std::string what =
+        "no raw disk, memory, SCSI/NVMe, userfaultfd, virtual input, console, "
+        "watchdog or kernel log device opened";
+    if (!f.devices.empty()) {
+      absl::StrAppend(&what, " (", f.devices.size(), " under /dev, e.g. ",
+                      f.devices.front(), ")");
+    }
+    add(ConfineGuaranteeId::kNoRawDevices, what, has_landlock,
+        has_landlock ? landlock : no_landlock);
+  }
+  if (plan.no_device_nodes) {
+    add(ConfineGuaranteeId::kNoDeviceNodes,
+        "no device node created (mknod of a character or block device)",
+        has_landlock, has_landlock ? landlock : no_landlock);
+  }
   add(ConfineGuaranteeId::kNo32BitEntry, "no 32-bit (int $0x80) or x32 entry",
       true, "seccomp");
   add(ConfineGuaranteeId::kNoIoUring, "no io_uring", plan.deny_io_uring,
@@ -213,7 +231,6 @@ absl::StatusOr<PreparedConfinement> PrepareConfinement(
 
   const uint64_t write_rights = confine::FsWriteRightsOfAbi(abi.version);
   p.handled_fs_ = write_rights;
-  if (!plan.no_access.empty()) p.handled_fs_ |= kFsReadRights;
   p.scoped_ = confine::ScopesOfAbi(abi.version);
   if (abi.version < 2) {
     p.lacking_.push_back(
@@ -240,13 +257,29 @@ absl::StatusOr<PreparedConfinement> PrepareConfinement(
   for (const std::string& path : plan.no_access) {
     exclusions.push_back({path, 0});
   }
+  if (plan.hide_raw_devices) {
+    absl::StatusOr<std::vector<std::string>> devices =
+        confine::RawDeviceNodes();
+    if (!devices.ok()) return devices.status();
+    p.raw_devices_ = std::move(*devices);
+    for (const std::string& path : p.raw_devices_) {
+      exclusions.push_back({path, 0});
+    }
+  }
+  // Reading is handled (and granted everywhere else) only when something
+  // must not be read.
+  for (const confine::Exclusion& e : exclusions) {
+    if (e.keep == 0) p.handled_fs_ |= kFsReadRights;
+  }
 
   absl::StatusOr<UniqueFd> ruleset =
       confine::CreateRuleset(abi.version, p.handled_fs_, p.scoped_);
   if (!ruleset.ok()) return ruleset.status();
-  absl::StatusOr<confine::RulePlan> rules =
-      confine::PlanRules(exclusions, p.handled_fs_,
-                         plan.list_ancestors_of_no_access, ruleset->get());
+  const uint64_t withheld =
+      plan.no_device_nodes ? confine::kFsMakeChar | confine::kFsMakeBlock : 0;
+  absl::StatusOr<confine::RulePlan> rules = confine::PlanRules(
+      exclusions, p.handled_fs_, plan.list_ancestors_of_no_access,
+      ruleset->get(), withheld);
   if (!rules.ok()) return rules.status();
   p.ruleset_ = std::move(*ruleset);
   p.rules_ = std::move(*rules);
@@ -309,15 +342,24 @@ int ApplyConfinement(const PreparedConfinement& prepared,
 
 std::vector<ConfineGuarantee> DescribeConfinement(
     const PreparedConfinement& prepared) {
-  Facts f{&prepared.plan(),
-          prepared.landlock_abi(),
-          prepared.handled_fs(),
-          prepared.scoped(),
-          {},
-          {},
-          {}};
+  Facts f;
+  f.plan = &prepared.plan();
+  f.abi = prepared.landlock_abi();
+  f.handled_fs = prepared.handled_fs();
+  f.scoped = prepared.scoped();
+  const std::set<std::string> devices(prepared.raw_devices().begin(),
+                                      prepared.raw_devices().end());
+  // What an exclusion keeps is relative to what is handled: without the
+  // read rights handled (nothing to hide), every exclusion is no_write.
+  const bool reads_handled = (f.handled_fs & kFsReadRights) != 0;
   for (const confine::Exclusion& e : prepared.rules().applied) {
-    (e.keep == 0 ? f.no_access : f.no_write).push_back(e.path);
+    if (devices.count(e.path) != 0) {
+      f.devices.push_back(e.path);
+    } else if (e.keep == 0 && reads_handled) {
+      f.no_access.push_back(e.path);
+    } else {
+      f.no_write.push_back(e.path);
+    }
   }
   for (const std::string& path : prepared.rules().skipped) {
     for (const std::string& hidden : prepared.plan().no_access) {
@@ -329,11 +371,17 @@ std::vector<ConfineGuarantee> DescribeConfinement(
 
 std::vector<ConfineGuarantee> DescribeConfinement(const ConfinePlan& plan,
                                                   int landlock_abi) {
-  Facts f{&plan,         landlock_abi,   0, confine::ScopesOfAbi(landlock_abi),
-          plan.no_write, plan.no_access, {}};
+  Facts f;
+  f.plan = &plan;
+  f.abi = landlock_abi;
+  f.scoped = confine::ScopesOfAbi(landlock_abi);
+  f.no_write = plan.no_write;
+  f.no_access = plan.no_access;
   if (landlock_abi >= 1) {
     f.handled_fs = confine::FsWriteRightsOfAbi(landlock_abi);
-    if (!plan.no_access.empty()) f.handled_fs |= kFsReadRights;
+    if (!plan.no_access.empty() || plan.hide_raw_devices) {
+      f.handled_fs |= kFsReadRights;
+    }
   }
   return Describe(f);
 }
@@ -376,6 +424,7 @@ absl::StatusOr<ConfineSupport> ProbeConfinement() {
   ConfinePlan plan;
   plan.no_write.clear();
   plan.no_write_fs_types.clear();
+  plan.hide_raw_devices = false;
   absl::StatusOr<PreparedConfinement> prepared = PrepareConfinement(plan);
   if (!prepared.ok()) {
     support.apply_reason = std::string(prepared.status().message());

@@ -96,6 +96,17 @@ struct ConfinePlan {
   // lets the names (not the contents) beneath the no_access paths be
   // listed too. false hides the names and makes `ls /` fail.
   bool list_ancestors_of_no_access = true;
+  // Root opens block devices with no capability at all: the raw disk
+  // beneath every file Landlock guards (sandfence's state included), read
+  // or written. Every block device under /dev, and the character devices
+  // that reach around file rules or out of the sandbox (memory, raw SCSI
+  // and NVMe, userfaultfd, virtual input, consoles, watchdog, kernel log:
+  // confine::RawDeviceNodes), join no_access.
+  bool hide_raw_devices = true;
+  // No device node is ever created (mknod of a character or block device):
+  // a root process with CAP_MKNOD would make its own /dev/vda anywhere.
+  // FIFOs and sockets stay allowed.
+  bool no_device_nodes = true;
   // io_uring's operations bypass every check made at system-call level; a
   // policy may allow it.
   bool deny_io_uring = true;
@@ -125,6 +136,8 @@ class PreparedConfinement {
   // phrase each ("signal and abstract Unix socket scoping (ABI 6)").
   const std::vector<std::string>& lacking() const { return lacking_; }
   const confine::RulePlan& rules() const { return rules_; }
+  // The device nodes hidden by hide_raw_devices (also in rules().applied).
+  const std::vector<std::string>& raw_devices() const { return raw_devices_; }
   const std::vector<sock_filter>& seccomp_program() const { return filter_; }
   // The ruleset fd in this process (-1 once applied here).
   int ruleset_fd() const { return ruleset_.get(); }
@@ -142,6 +155,7 @@ class PreparedConfinement {
   uint64_t scoped_ = 0;
   std::vector<std::string> lacking_;
   confine::RulePlan rules_;
+  std::vector<std::string> raw_devices_;
   std::vector<sock_filter> filter_;
   // Mutable: ApplyConfinement closes it in the applying process, and the
   // object must then not close that number again.
@@ -194,6 +208,8 @@ enum class ConfineGuaranteeId {
   kNoTerminalInjection,  // TIOCSTI, TIOCLINUX
   kNoWrites,             // no_write paths and fs types
   kNoAccess,             // no_access paths
+  kNoRawDevices,         // block devices, /dev/mem, sg, uinput, ...
+  kNoDeviceNodes,        // mknod of a character or block device
   kNo32BitEntry,         // int $0x80 and x32
   kNoIoUring,
   kNoPtraceInside,

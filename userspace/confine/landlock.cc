@@ -257,7 +257,7 @@ LandlockAbi ProbeLandlockAbi() {
 
 absl::StatusOr<RulePlan> PlanRules(const std::vector<Exclusion>& exclusions,
                                    uint64_t handled, bool list_ancestors,
-                                   int ruleset_fd) {
+                                   int ruleset_fd, uint64_t withheld) {
   RulePlan plan;
   Node root;
   // Canonical paths: the walk never follows a symlink, so an exclusion
@@ -323,10 +323,104 @@ absl::StatusOr<RulePlan> PlanRules(const std::vector<Exclusion>& exclusions,
   UniqueFd fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return ErrnoError(errno, "open /");
   Walker walker(handled, list_ancestors, ruleset_fd, plan);
-  if (absl::Status s = walker.Walk("/", fd.get(), root, handled, 0); !s.ok()) {
+  if (absl::Status s = walker.Walk("/", fd.get(), root, handled & ~withheld, 0);
+      !s.ok()) {
     return s;
   }
   return plan;
+}
+
+namespace {
+
+// Character devices, by their path under /dev, that a sandbox must not
+// open even as root ('*' matches within one path component):
+//   mem, kmem, port       physical memory and I/O ports
+//   sg*, bsg/*, ng*       raw SCSI and NVMe commands to disks
+//   mtd*                  raw flash
+//   userfaultfd           userfaultfd without the system call seccomp refuses
+//   uinput, uhid          virtual keyboards and mice: input to the host's
+//                         sessions
+//   vcs*                  the host's virtual console screens
+//   watchdog*             opening arms the host's watchdog: a reboot when
+//                         nothing feeds it
+//   kmsg                  the kernel log (addresses; forged lines)
+//   cpu/*/msr             model-specific registers
+constexpr const char* kRawCharDevices[] = {
+    "mem",         "kmem",   "port", "sg*",  "bsg/*",     "ng*",  "mtd*",
+    "userfaultfd", "uinput", "uhid", "vcs*", "watchdog*", "kmsg", "cpu/*/msr",
+};
+
+// Glob with '*' matching within one path component.
+bool Matches(absl::string_view pattern, absl::string_view name) {
+  while (!pattern.empty()) {
+    if (pattern[0] == '*') {
+      pattern.remove_prefix(1);
+      for (size_t i = 0; i <= name.size(); ++i) {
+        if (i > 0 && name[i - 1] == '/') break;
+        if (Matches(pattern, name.substr(i))) return true;
+      }
+      return false;
+    }
+    if (name.empty() || name[0] != pattern[0]) return false;
+    pattern.remove_prefix(1);
+    name.remove_prefix(1);
+  }
+  return name.empty();
+}
+
+absl::Status CollectRawDevices(const std::string& dir, const std::string& rel,
+                               dev_t fs, std::vector<std::string>& out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoError(errno, absl::StrCat("list ", dir));
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
+  while (struct dirent* e = ::readdir(d)) {
+    const absl::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string path = absl::StrCat(dir, "/", name);
+    const std::string sub =
+        rel.empty() ? std::string(name) : absl::StrCat(rel, "/", name);
+    struct stat st;
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      continue;  // gone since we listed it
+    }
+    if (S_ISDIR(st.st_mode)) {
+      // Other file systems mounted here (devpts, mqueue, shm) hold no
+      // device nodes of the host's.
+      if (st.st_dev != fs) continue;
+      if (absl::Status s = CollectRawDevices(path, sub, fs, out); !s.ok()) {
+        return s;
+      }
+    } else if (S_ISBLK(st.st_mode)) {
+      out.push_back(path);
+    } else if (S_ISCHR(st.st_mode)) {
+      for (const char* pattern : kRawCharDevices) {
+        if (Matches(pattern, sub)) {
+          out.push_back(path);
+          break;
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> RawDeviceNodes(
+    const std::string& dev) {
+  struct stat st;
+  std::vector<std::string> out;
+  if (::stat(dev.c_str(), &st) != 0) {
+    if (errno == ENOENT) return out;
+    return ErrnoError(errno, absl::StrCat("stat ", dev));
+  }
+  if (absl::Status s = CollectRawDevices(dev, "", st.st_dev, out); !s.ok()) {
+    return s;
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<std::string>> MountPointsOfTypes(

@@ -98,15 +98,23 @@ struct RulePlan {
 };
 
 // Plans the rules that allow `handled` everywhere except in `exclusions`
-// (each keeping its `keep & handled`), and adds each to `ruleset_fd` as it
-// goes (-1: plan only), through the O_PATH fd the walk opened. Relative
-// paths are Malformed; excluded paths that do not exist are skipped.
-// list_ancestors: the directories on the way to an exclusion may be listed
-// (READ_DIR, when handled), which lets the names beneath the exclusion be
-// listed too: Landlock grants by hierarchy.
+// (each keeping its `keep & handled`) and except `withheld`, granted
+// nowhere; adds each rule to `ruleset_fd` as it goes (-1: plan only),
+// through the O_PATH fd the walk opened. Relative paths are Malformed;
+// excluded paths that do not exist are skipped. list_ancestors: the
+// directories on the way to an exclusion may be listed (READ_DIR, when
+// handled), which lets the names beneath the exclusion be listed too:
+// Landlock grants by hierarchy.
 absl::StatusOr<RulePlan> PlanRules(const std::vector<Exclusion>& exclusions,
                                    uint64_t handled, bool list_ancestors,
-                                   int ruleset_fd = -1);
+                                   int ruleset_fd = -1, uint64_t withheld = 0);
+
+// The device nodes under `dev` (its own file system only, symlinks not
+// followed) that reach around every file rule or out of the sandbox: every
+// block device (the raw disk beneath the files Landlock guards), and the
+// character devices named in kRawCharDevices.
+absl::StatusOr<std::vector<std::string>> RawDeviceNodes(
+    const std::string& dev = "/dev");
 
 // Mount points of these file-system types, from a mountinfo table
 // (/proc/self/mountinfo), in table order.
