@@ -34,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -137,6 +138,7 @@ struct Env {
   std::string hidden_sock;      // a listening socket file in hidden
   std::string abstract_stream;  // this process's abstract listeners
   std::string abstract_dgram;
+  std::string block_device;  // the first under /dev, if any
 };
 
 using Attack = std::function<int(const Env&)>;
@@ -371,7 +373,14 @@ int TakeTerminal() {
 
 // --- the table -------------------------------------------------------------
 
-enum Need { kNeedNothing, kNeedInt80, kNeedIoUring, kNeedYama };
+enum Need {
+  kNeedNothing,
+  kNeedInt80,
+  kNeedIoUring,
+  kNeedYama,
+  kNeedBlockDevice,
+  kNeedUserfaultfdDevice,
+};
 
 struct Expect {
   int root;
@@ -610,6 +619,12 @@ std::vector<Row> Rows() {
     add({absl::StrCat("proc_readlink_", absl::StrReplaceAll(l, {{"/", "_"}})),
          P::kDefault, ReadlinkProc(l), kBoth(EACCES), kBoth(kOk)});
   }
+  add({"proc_chdir_into_cwd", P::kDefault,
+       [](const Env& e) {
+         return ErrnoOf(
+             ::chdir(absl::StrCat("/proc/", e.victim, "/cwd").c_str()));
+       },
+       kBoth(EACCES), kBoth(kOk)});
   add({"proc_open_fdinfo_0", P::kDefault, ReadProc("fdinfo/0"), kBoth(EACCES),
        kBoth(kOk)});
   add({"proc_open_fd_0", P::kDefault, ReadProc("fd/0"), kBoth(EACCES),
@@ -702,6 +717,43 @@ std::vector<Row> Rows() {
                 O_WRONLY),
        kBoth(EACCES), kBoth(kOk)});
 
+  // Raw devices: root needs no capability to open the disk beneath every
+  // file rule (nobody: the node's mode refuses, confined or not).
+  add({"read_raw_block_device",
+       P::kDefault,
+       OpenPath([](const Env& e) { return e.block_device; }, O_RDONLY),
+       kBoth(EACCES),
+       {kOk, EACCES},
+       kNeedBlockDevice});
+  add({"open_dev_userfaultfd",
+       P::kDefault,
+       OpenPath([](const Env&) { return "/dev/userfaultfd"; }, O_RDWR),
+       kBoth(EACCES),
+       {kOk, EACCES},
+       kNeedUserfaultfdDevice});
+  add({"mknod_char_device",
+       P::kDefault,
+       [](const Env& e) {
+         const std::string f = absl::StrCat(e.scratch, "/null", ::getpid());
+         const int code =
+             ErrnoOf(::mknod(f.c_str(), S_IFCHR | 0666, makedev(1, 3)));
+         if (code == kOk) ::unlink(f.c_str());
+         return code;
+       },
+       kBoth(EACCES),
+       {kOk, EPERM}});
+  add({"mkfifo", P::kDefault,
+       [](const Env& e) {
+         const std::string f = absl::StrCat(e.scratch, "/fifo", ::getpid());
+         const int code = ErrnoOf(::mkfifo(f.c_str(), 0600));
+         if (code == kOk) ::unlink(f.c_str());
+         return code;
+       },
+       kBoth(kOk), kBoth(kOk)});
+  add({"read_dev_urandom", P::kDefault,
+       OpenPath([](const Env&) { return "/dev/urandom"; }, O_RDONLY),
+       kBoth(kOk), kBoth(kOk)});
+
   // A no_access directory.
   const auto secret = [](const Env& e) { return e.secret; };
   add({"read_file_in_no_access", P::kHidden, OpenPath(secret, O_RDONLY),
@@ -725,6 +777,36 @@ std::vector<Row> Rows() {
          return code;
        },
        kBoth(EACCES), kNoControl});
+  add({"hard_link_out_of_no_access", P::kHidden,
+       [](const Env& e) {
+         const std::string to = absl::StrCat(e.scratch, "/ln", ::getpid());
+         const int code = ErrnoOf(::link(e.secret.c_str(), to.c_str()));
+         if (code == kOk) ::unlink(to.c_str());
+         return code;
+       },
+       kBoth(EXDEV), kBoth(kOk)});
+  add({"symlink_into_no_access", P::kHidden,
+       [](const Env& e) {
+         const std::string ln = absl::StrCat(e.scratch, "/sl", ::getpid());
+         if (::symlink(e.secret.c_str(), ln.c_str()) != 0) return errno;
+         UniqueFd fd(::open(ln.c_str(), O_RDONLY | O_CLOEXEC));
+         const int code = fd ? kOk : errno;
+         ::unlink(ln.c_str());
+         return code;
+       },
+       kBoth(EACCES), kBoth(kOk)});
+  add({"open_by_handle_in_no_access", P::kHidden,
+       [](const Env& e) {
+         struct {
+           file_handle h;
+           unsigned char bytes[128];
+         } fh{};
+         fh.h.handle_bytes = sizeof(fh.bytes);
+         int mount_id;
+         return ErrnoOf(::name_to_handle_at(AT_FDCWD, e.secret.c_str(), &fh.h,
+                                            &mount_id, 0));
+       },
+       kBoth(EPERM), kBoth(kOk)});
   add({"stat_file_in_no_access", P::kHidden,
        [](const Env& e) {
          struct stat st;
@@ -1061,6 +1143,16 @@ class ConfineTest : public ::testing::TestWithParam<std::tuple<size_t, Who>> {
     ASSERT_TRUE(cgroup2.ok()) << cgroup2.status();
     env.cgroup_procs = *cgroup2 + "/cgroup.procs";
     env.parent = ::getpid();
+    absl::StatusOr<std::vector<std::string>> devices =
+        confine::RawDeviceNodes();
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    for (const std::string& d : *devices) {
+      struct stat st;
+      if (::stat(d.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) {
+        env.block_device = d;
+        break;
+      }
+    }
 
     victims_[kRoot] = StartVictim(0, &g_counters->urg[kRoot]);
     victims_[kNobody] = StartVictim(kNobodyUid, &g_counters->urg[kNobody]);
@@ -1156,6 +1248,16 @@ TEST_P(ConfineTest, Row) {
       break;
     case kNeedYama:
       SANDFENCE_REQUIRE_HOST(testing::HostYamaAllowsPtrace());
+      break;
+    case kNeedBlockDevice:
+      if (base_env_.block_device.empty()) {
+        GTEST_SKIP() << "no block device under /dev on this host";
+      }
+      break;
+    case kNeedUserfaultfdDevice:
+      if (::access("/dev/userfaultfd", F_OK) != 0) {
+        GTEST_SKIP() << "no /dev/userfaultfd on this host (Linux 6.1+)";
+      }
       break;
     case kNeedNothing:
       break;
@@ -1271,23 +1373,137 @@ TEST(ConfinePrepareTest, TwoChildrenOfOnePreparedAreSeparateDomains) {
   EXPECT_EQ(CodeName(ptrace_code), "EPERM");
 }
 
-TEST(ConfinePrepareTest, SysAndProcWholeCostFewRules) {
+size_t EntriesOf(const char* dir) {
+  size_t n = 0;
+  if (DIR* d = ::opendir(dir)) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// The default plan's rules: an entry of / each, and (hiding the raw
+// devices) an entry of /dev each; never one under /sys or /proc.
+TEST(ConfinePrepareTest, TheDefaultPlanCostsARuleForEachEntryOfRootAndDev) {
   SANDFENCE_REQUIRE_ROOT_FOR_CONFINE();
   absl::StatusOr<PreparedConfinement> p = PrepareConfinement(ConfinePlan{});
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_LE(p->rules().rules.size(), 64u);
+  EXPECT_LE(p->rules().rules.size(), EntriesOf("/") + EntriesOf("/dev"));
   EXPECT_TRUE(p->lacking().empty()) << p->lacking().front();
   for (const confine::PlannedRule& r : p->rules().rules) {
-    EXPECT_FALSE(r.path.starts_with("/sys")) << r.path;
-    EXPECT_FALSE(r.path.starts_with("/proc")) << r.path;
+    EXPECT_FALSE(r.path.starts_with("/sys/")) << r.path;
+    EXPECT_FALSE(r.path.starts_with("/proc/")) << r.path;
   }
+  ConfinePlan no_devices;
+  no_devices.hide_raw_devices = false;
+  absl::StatusOr<PreparedConfinement> lean = PrepareConfinement(no_devices);
+  ASSERT_TRUE(lean.ok()) << lean.status();
+  EXPECT_LE(lean->rules().rules.size(), EntriesOf("/"));
+  std::cout << "[ confine ] without hiding raw devices: "
+            << lean->rules().rules.size() << " rules\n";
   std::cout << "[ confine ] default plan: " << p->rules().rules.size()
             << " rules, " << p->seccomp_program().size()
-            << " seccomp instructions, exclusions:";
+            << " seccomp instructions, " << p->raw_devices().size()
+            << " raw devices hidden, exclusions:";
   for (const confine::Exclusion& e : p->rules().applied) {
     std::cout << " " << e.path;
   }
   std::cout << "\n";
+}
+
+// Rules bind places, not strings: a second mount of cgroupfs or bpffs
+// outside /sys would be a way around "no writes to /sys" if /sys were
+// excluded by name alone. Excluded by type, wherever mounted. Everything
+// happens in a child with a mount namespace of its own, so the extra
+// mounts go with it.
+TEST(ConfineMountTest, CgroupfsAndBpffsMountedOutsideSysStayUnwritable) {
+  SANDFENCE_REQUIRE_ROOT_FOR_CONFINE();
+  absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string cg2 = dir->path() + "/cg2";
+  const std::string bpf = dir->path() + "/bpf";
+  ASSERT_EQ(::mkdir(cg2.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(bpf.c_str(), 0755), 0);
+  enum {
+    kNamedOnly,
+    kMounted,
+    kCgExcluded,
+    kBpfExcluded,
+    kConfinedOpen,
+    kConfinedMkdir,
+    kControlOpen,
+    kCount
+  };
+  int results[kCount];
+  for (int& r : results) r = kNotRun;
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  std::cout.flush();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::alarm(20);
+    int r[kCount];
+    for (int& x : r) x = kNotRun;
+    r[kMounted] =
+        ::unshare(CLONE_NEWNS) != 0 ||
+                ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) !=
+                    0 ||
+                ::mount("cgroup2", cg2.c_str(), "cgroup2", 0, nullptr) != 0 ||
+                ::mount("bpf", bpf.c_str(), "bpf", 0, nullptr) != 0
+            ? errno
+            : kOk;
+    if (r[kMounted] == kOk) {
+      absl::StatusOr<PreparedConfinement> prepared =
+          PrepareConfinement(ConfinePlan{});
+      if (prepared.ok()) {
+        r[kCgExcluded] = r[kBpfExcluded] = ENOENT;
+        for (const confine::Exclusion& e : prepared->rules().applied) {
+          if (e.path == cg2) r[kCgExcluded] = kOk;
+          if (e.path == bpf) r[kBpfExcluded] = kOk;
+        }
+        Env env;
+        env.base = dir->path();
+        const auto open_procs = [](const Env& e) {
+          UniqueFd fd(::open((e.base + "/cg2/cgroup.procs").c_str(),
+                             O_WRONLY | O_CLOEXEC));
+          return fd ? kOk : errno;
+        };
+        r[kConfinedOpen] = RunChild(&*prepared, env, open_procs);
+        r[kConfinedMkdir] = RunChild(&*prepared, env, [](const Env& e) {
+          return ErrnoOf(::mkdir((e.base + "/bpf/x").c_str(), 0700));
+        });
+        r[kControlOpen] = RunChild(nullptr, env, open_procs);
+        ConfinePlan by_name;
+        by_name.no_write_fs_types.clear();
+        absl::StatusOr<PreparedConfinement> named = PrepareConfinement(by_name);
+        r[kNamedOnly] =
+            named.ok() ? RunChild(&*named, env, open_procs) : kSetupFailed;
+      }
+    }
+    ssize_t ignored = ::write(p[1], r, sizeof(r));
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  ASSERT_EQ(::read(p[0], results, sizeof(results)),
+            static_cast<ssize_t>(sizeof(results)));
+  ::close(p[0]);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_EQ(CodeName(results[kMounted]), "ok")
+      << "mount cgroup2 and bpf in a private mount namespace";
+  EXPECT_EQ(CodeName(results[kCgExcluded]), "ok")
+      << cg2 << " is among the exclusions (by type)";
+  EXPECT_EQ(CodeName(results[kBpfExcluded]), "ok")
+      << bpf << " is among the exclusions (by type)";
+  EXPECT_EQ(CodeName(results[kConfinedOpen]), "EACCES")
+      << "cgroup.procs of the second cgroup2 mount, confined";
+  EXPECT_EQ(CodeName(results[kConfinedMkdir]), "EACCES")
+      << "mkdir in the second bpffs, confined";
+  EXPECT_EQ(CodeName(results[kControlOpen]), "ok")
+      << "cgroup.procs of the second cgroup2 mount, unconfined (the control)";
+  EXPECT_EQ(CodeName(results[kNamedOnly]), "ok")
+      << "excluding /sys by name alone leaves the second mount writable: "
+         "why the types are excluded too";
 }
 
 TEST(ConfineDescribeTest, EveryRowOnThisHostSaysItsLayer) {
