@@ -257,6 +257,17 @@ Attack ReadProc(std::string file, bool parent = false) {
   };
 }
 
+// Opens /proc/<rel> and reads from it.
+Attack ReadProcPath(std::string rel) {
+  return [rel](const Env&) {
+    UniqueFd fd(
+        ::open(absl::StrCat("/proc/", rel).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return errno;
+    char buf[8];
+    return ErrnoOf(::read(fd.get(), buf, sizeof(buf)));
+  };
+}
+
 Attack ReadlinkProc(std::string file) {
   return [file](const Env& env) {
     const std::string path = absl::StrCat("/proc/", env.victim, "/", file);
@@ -1504,6 +1515,108 @@ TEST(ConfineMountTest, CgroupfsAndBpffsMountedOutsideSysStayUnwritable) {
   EXPECT_EQ(CodeName(results[kNamedOnly]), "ok")
       << "excluding /sys by name alone leaves the second mount writable: "
          "why the types are excluded too";
+}
+
+// `sandfence run` spawns under an init of a new PID namespace that mounts
+// a fresh /proc after clone, and prepares the confinement before it, on
+// the host's /proc. Landlock's walk skips a covered mount point, so the
+// rule on the host's /proc does not reach the fresh one: without
+// fresh_mounts every read there is refused (reads are handled as soon as
+// anything is hidden), with it ApplyConfinement grants the fresh /proc
+// what the plan gives /proc.
+TEST(ConfineMountTest, AFreshProcOfAPidNamespaceIsReadableNotWritable) {
+  SANDFENCE_REQUIRE_ROOT_FOR_CONFINE();
+  ConfinePlan plan;
+  plan.fresh_mounts = {"/proc"};
+  absl::StatusOr<PreparedConfinement> prepared = PrepareConfinement(plan);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(prepared->fresh_mount_rights("/proc"), confine::kFsReadRights);
+  absl::StatusOr<PreparedConfinement> without =
+      PrepareConfinement(ConfinePlan{});
+  ASSERT_TRUE(without.ok()) << without.status();
+  enum {
+    kSetup,
+    kReadOwnStatus,
+    kListProc,
+    kReadInitStatus,
+    kReadInitEnviron,
+    kSignalInit,
+    kWriteOwnOomScore,
+    kWithoutFreshMounts,
+    kCount
+  };
+  const char* names[kCount] = {
+      "unshare, fork pid 1, mount a fresh /proc",
+      "read /proc/self/status",
+      "list /proc",
+      "read /proc/1/status (init, outside the domain)",
+      "read /proc/1/environ",
+      "kill(1, 0)",
+      "write /proc/self/oom_score_adj",
+      "read /proc/self/status, prepared without fresh_mounts",
+  };
+  const int want[kCount] = {kOk, kOk, kOk, kOk, EACCES, EPERM, EACCES, EACCES};
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  std::cout.flush();
+  const pid_t helper = ::fork();
+  if (helper == 0) {
+    ::alarm(20);
+    int r[kCount];
+    for (int& x : r) x = kNotRun;
+    if (::unshare(CLONE_NEWNS | CLONE_NEWPID) != 0) {
+      r[kSetup] = errno;
+    } else {
+      const pid_t init = ::fork();
+      if (init == 0) {
+        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                    nullptr) != 0) {
+          r[kSetup] = errno;
+        } else {
+          r[kSetup] = kOk;
+          const Env env;
+          const PreparedConfinement* c = &*prepared;
+          r[kReadOwnStatus] = RunChild(c, env, ReadProcPath("self/status"));
+          r[kListProc] = RunChild(c, env, [](const Env&) {
+            DIR* d = ::opendir("/proc");
+            if (d == nullptr) return errno;
+            ::closedir(d);
+            return kOk;
+          });
+          r[kReadInitStatus] = RunChild(c, env, ReadProcPath("1/status"));
+          r[kReadInitEnviron] = RunChild(c, env, ReadProcPath("1/environ"));
+          r[kSignalInit] = RunChild(
+              c, env, [](const Env&) { return ErrnoOf(::kill(1, 0)); });
+          r[kWriteOwnOomScore] = RunChild(
+              c, env,
+              OpenPath([](const Env&) { return "/proc/self/oom_score_adj"; },
+                       O_WRONLY));
+          r[kWithoutFreshMounts] =
+              RunChild(&*without, env, ReadProcPath("self/status"));
+        }
+        ssize_t ignored = ::write(p[1], r, sizeof(r));
+        (void)ignored;
+        ::_exit(0);
+      }
+      ::waitpid(init, nullptr, 0);
+    }
+    if (r[kSetup] != kNotRun) {
+      ssize_t ignored = ::write(p[1], r, sizeof(r));
+      (void)ignored;
+    }
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  int results[kCount];
+  ASSERT_EQ(::read(p[0], results, sizeof(results)),
+            static_cast<ssize_t>(sizeof(results)));
+  ::close(p[0]);
+  ::waitpid(helper, nullptr, 0);
+  ASSERT_EQ(CodeName(results[kSetup]), "ok") << names[kSetup];
+  for (int i = 1; i < kCount; ++i) {
+    EXPECT_EQ(CodeName(results[i]), CodeName(want[i])) << names[i];
+  }
 }
 
 TEST(ConfineDescribeTest, EveryRowOnThisHostSaysItsLayer) {

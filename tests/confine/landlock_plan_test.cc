@@ -187,6 +187,18 @@ TEST_F(LandlockPlanTest, WithheldRightsAreGrantedNowhere) {
   EXPECT_EQ(RulesOf(*plan).at(Path("open")), kAll & ~withheld);
 }
 
+TEST(RightsBeneathTest, AFreshMountGetsWhatItsPlaceWouldHave) {
+  const std::vector<Exclusion> applied = {{"/proc", kFsReadRights},
+                                          {"/sys/fs/bpf/sandfence", 0}};
+  const uint64_t mknod = kFsMakeChar | kFsMakeBlock;
+  EXPECT_EQ(RightsBeneath(applied, "/proc", kAll, mknod), kFsReadRights);
+  EXPECT_EQ(RightsBeneath(applied, "/proc/sys", kAll, mknod), kFsReadRights);
+  EXPECT_EQ(RightsBeneath(applied, "/procfoo", kAll, mknod), kAll & ~mknod);
+  EXPECT_EQ(RightsBeneath(applied, "/sys/fs", kAll, mknod), 0u)
+      << "a rule there would reach the no_access path below";
+  EXPECT_EQ(RightsBeneath(applied, "/", kAll, 0), 0u);
+}
+
 TEST(RawDevicesTest, EveryBlockDeviceAndNoOrdinaryOne) {
   absl::StatusOr<std::vector<std::string>> found = RawDeviceNodes();
   ASSERT_TRUE(found.ok()) << found.status();

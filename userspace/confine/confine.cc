@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -283,6 +284,15 @@ absl::StatusOr<PreparedConfinement> PrepareConfinement(
   if (!rules.ok()) return rules.status();
   p.ruleset_ = std::move(*ruleset);
   p.rules_ = std::move(*rules);
+  for (const std::string& path : plan.fresh_mounts) {
+    if (path.empty() || path[0] != '/') {
+      return Malformed(absl::StrCat("confinement: fresh mount \"", path,
+                                    "\" is not absolute"));
+    }
+    const uint64_t rights =
+        confine::RightsBeneath(p.rules_.applied, path, p.handled_fs_, withheld);
+    if (rights != 0) p.fresh_mounts_.push_back({path, rights});
+  }
 
   p.filter_ = confine::BuildSeccompFilter(
       {.deny_io_uring = plan.deny_io_uring, .deny_ptrace = plan.deny_ptrace});
@@ -304,6 +314,8 @@ const char* ConfineStepName(int step) noexcept {
       return "restrict itself with landlock";
     case kConfineStepSeccomp:
       return "install the seccomp filter";
+    case kConfineStepFreshMounts:
+      return "add the landlock rules of its fresh mounts";
   }
   return "confine itself";
 }
@@ -326,6 +338,29 @@ int ApplyConfinement(const PreparedConfinement& prepared,
   }
   const int ruleset = prepared.ruleset_.release();
   if (ruleset < 0) return fail(kConfineStepLandlock, EBADF);
+  // The ruleset is shared with the parent (one open file): a rule added
+  // here stays in it, naming this child's mount, which no later child can
+  // reach (its own namespaces, and Landlock keeps it out of ours).
+  for (const PreparedConfinement::FreshMount& m : prepared.fresh_mounts_) {
+    const int fd = static_cast<int>(
+        ::syscall(SYS_openat, AT_FDCWD, m.path.c_str(), O_PATH | O_CLOEXEC, 0));
+    if (fd < 0) {
+      const int err = errno;
+      ::close(ruleset);
+      return fail(kConfineStepFreshMounts, err);
+    }
+    struct landlock_path_beneath_attr beneath;
+    beneath.allowed_access = m.rights;
+    beneath.parent_fd = fd;
+    const long added = ::syscall(SYS_landlock_add_rule, ruleset,
+                                 LANDLOCK_RULE_PATH_BENEATH, &beneath, 0);
+    const int err = errno;
+    ::close(fd);
+    if (added != 0) {
+      ::close(ruleset);
+      return fail(kConfineStepFreshMounts, err);
+    }
+  }
   const long restricted = ::syscall(SYS_landlock_restrict_self, ruleset, 0);
   const int restrict_errno = errno;
   ::close(ruleset);

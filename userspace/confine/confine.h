@@ -96,6 +96,13 @@ struct ConfinePlan {
   // lets the names (not the contents) beneath the no_access paths be
   // listed too. false hides the names and makes `ls /` fail.
   bool list_ancestors_of_no_access = true;
+  // Paths the child mounts anew between clone and ApplyConfinement: the
+  // fresh /proc of a PID namespace (SpawnOptions::pid_namespace). A rule
+  // prepared on the host's /proc does not reach a file system mounted over
+  // it later (Landlock's walk skips a covered mount point), so every read
+  // of the fresh /proc would be refused; ApplyConfinement opens each of
+  // these again and adds the rule the plan gives that path.
+  std::vector<std::string> fresh_mounts;
   // Root opens block devices with no capability at all: the raw disk
   // beneath every file Landlock guards (sandfence's state included), read
   // or written. Every block device under /dev, and the character devices
@@ -138,6 +145,13 @@ class PreparedConfinement {
   const confine::RulePlan& rules() const { return rules_; }
   // The device nodes hidden by hide_raw_devices (also in rules().applied).
   const std::vector<std::string>& raw_devices() const { return raw_devices_; }
+  // The rights ApplyConfinement grants each fresh mount (0: none needed).
+  uint64_t fresh_mount_rights(const std::string& path) const {
+    for (const FreshMount& m : fresh_mounts_) {
+      if (m.path == path) return m.rights;
+    }
+    return 0;
+  }
   const std::vector<sock_filter>& seccomp_program() const { return filter_; }
   // The ruleset fd in this process (-1 once applied here).
   int ruleset_fd() const { return ruleset_.get(); }
@@ -156,6 +170,11 @@ class PreparedConfinement {
   std::vector<std::string> lacking_;
   confine::RulePlan rules_;
   std::vector<std::string> raw_devices_;
+  struct FreshMount {
+    std::string path;
+    uint64_t rights;
+  };
+  std::vector<FreshMount> fresh_mounts_;
   std::vector<sock_filter> filter_;
   // Mutable: ApplyConfinement closes it in the applying process, and the
   // object must then not close that number again.
@@ -174,6 +193,7 @@ enum ConfineStep : int {
   kConfineStepCapabilities,
   kConfineStepLandlock,
   kConfineStepSeccomp,
+  kConfineStepFreshMounts,
 };
 // A static string: safe between clone and exec.
 const char* ConfineStepName(int step) noexcept;

@@ -330,6 +330,22 @@ absl::StatusOr<RulePlan> PlanRules(const std::vector<Exclusion>& exclusions,
   return plan;
 }
 
+uint64_t RightsBeneath(const std::vector<Exclusion>& applied,
+                       const std::string& path, uint64_t handled,
+                       uint64_t withheld) {
+  uint64_t rights = handled & ~withheld;
+  const auto beneath = [](const std::string& inner, const std::string& outer) {
+    return outer == "/" || inner == outer ||
+           (inner.size() > outer.size() && inner.starts_with(outer) &&
+            inner[outer.size()] == '/');
+  };
+  for (const Exclusion& e : applied) {
+    // An exclusion above `path` bounds it; one below bounds a rule on it.
+    if (beneath(path, e.path) || beneath(e.path, path)) rights &= e.keep;
+  }
+  return rights;
+}
+
 namespace {
 
 // Character devices, by their path under /dev, that a sandbox must not

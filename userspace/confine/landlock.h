@@ -109,6 +109,13 @@ absl::StatusOr<RulePlan> PlanRules(const std::vector<Exclusion>& exclusions,
                                    uint64_t handled, bool list_ancestors,
                                    int ruleset_fd = -1, uint64_t withheld = 0);
 
+// The rights a plan gives everything beneath `path` (its exclusions as
+// applied, and what is handled and not withheld): what a file system
+// mounted at `path` later must be granted to be treated alike.
+uint64_t RightsBeneath(const std::vector<Exclusion>& applied,
+                       const std::string& path, uint64_t handled,
+                       uint64_t withheld);
+
 // The device nodes under `dev` (its own file system only, symlinks not
 // followed) that reach around every file rule or out of the sandbox: every
 // block device (the raw disk beneath the files Landlock guards), and the
