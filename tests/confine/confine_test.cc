@@ -1526,6 +1526,61 @@ TEST(ConfineMountTest, CgroupfsAndBpffsMountedOutsideSysStayUnwritable) {
          "why the types are excluded too";
 }
 
+// The walk's last line of defence: an entry that is a directory on the
+// way to an exclusion under another name (a bind mount the exclusions were
+// not expanded for) is never granted. Planned in a private mount
+// namespace, without WithMountAliases.
+TEST(ConfineMountTest, ABindMountOfAnAncestorIsNeverGranted) {
+  SANDFENCE_REQUIRE_ROOT_FOR_CONFINE();
+  absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string parent = dir->path() + "/parent";
+  const std::string hidden = parent + "/hidden";
+  const std::string alias = dir->path() + "/alias";
+  for (const std::string& d : {parent, hidden, alias}) {
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
+  }
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  std::cout.flush();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int r[2] = {kNotRun, kNotRun};  // mounted, alias refused
+    r[0] = ::unshare(CLONE_NEWNS) != 0 ||
+                   ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE,
+                           nullptr) != 0 ||
+                   ::mount(parent.c_str(), alias.c_str(), nullptr, MS_BIND,
+                           nullptr) != 0
+               ? errno
+               : kOk;
+    if (r[0] == kOk) {
+      absl::StatusOr<confine::RulePlan> plan =
+          confine::PlanRules({{hidden, 0}}, confine::FsRightsOfAbi(7), true);
+      r[1] = !plan.ok() ? kSetupFailed : ENOENT;
+      if (plan.ok()) {
+        for (const std::string& a : plan->aliases_refused) {
+          if (a == alias) r[1] = kOk;
+        }
+        for (const confine::PlannedRule& rule : plan->rules) {
+          if (rule.path == alias) r[1] = EEXIST;
+        }
+      }
+    }
+    ssize_t ignored = ::write(p[1], r, sizeof(r));
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  int r[2];
+  ASSERT_EQ(::read(p[0], r, sizeof(r)), static_cast<ssize_t>(sizeof(r)));
+  ::close(p[0]);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_EQ(CodeName(r[0]), "ok") << "bind " << parent << " at " << alias;
+  EXPECT_EQ(CodeName(r[1]), "ok")
+      << alias << " (the same directory as " << parent
+      << ", above the excluded one) is refused, not granted";
+}
+
 // `sandfence run` spawns under an init of a new PID namespace that mounts
 // a fresh /proc after clone, and prepares the confinement before it, on
 // the host's /proc. Landlock's walk skips a covered mount point, so the

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <map>
 #include <set>
 #include <string>
@@ -237,11 +238,40 @@ TEST(MountPointsTest, FindsTypesAndDecodesEscapes) {
       "40 1 0:40 / /mnt/a\\040b rw master:3 - cgroup2 none rw\n"
       "41 1 8:1 / / rw - ext4 /dev/sda1 rw\n");
   ASSERT_TRUE(table.ok());
-  absl::StatusOr<std::vector<std::string>> points =
-      MountPointsOfTypes({"cgroup2", "bpf"}, *table);
-  ASSERT_TRUE(points.ok()) << points.status();
-  EXPECT_THAT(*points,
+  absl::StatusOr<std::vector<MountEntry>> mounts = ReadMountInfo(*table);
+  ASSERT_TRUE(mounts.ok()) << mounts.status();
+  ASSERT_EQ(mounts->size(), 5u);
+  EXPECT_EQ((*mounts)[1].device, "0:26");
+  EXPECT_EQ((*mounts)[1].root, "/");
+  EXPECT_EQ((*mounts)[1].type, "cgroup2");
+  EXPECT_THAT(MountPointsOfTypes(*mounts, {"cgroup2", "bpf"}),
               ElementsAre("/sys/fs/cgroup/unified", "/sys/fs/bpf", "/mnt/a b"));
+}
+
+// Rules bind inodes: the same file system mounted elsewhere exposes an
+// excluded place under a second name, which must be excluded too.
+TEST(MountPointsTest, ExclusionsGetEveryNameTheMountTableGivesThem) {
+  const std::vector<MountEntry> mounts = {
+      {"254:0", "/", "/", "ext4"},
+      {"0:6", "/", "/sf-dev", "devtmpfs"},
+      // devtmpfs mounted again in a chroot being built
+      {"0:6", "/", "/sf-chroot/dev", "devtmpfs"},
+      // a bind mount of a directory above an excluded one
+      {"254:0", "/sf-var/lib", "/mnt/varlib", "ext4"},
+      // a bind mount of a directory inside one
+      {"254:0", "/sf-var/lib/sandfence/records", "/mnt/records", "ext4"},
+      // the same place's other file system: not an alias
+      {"0:7", "/", "/sf-other", "tmpfs"},
+  };
+  const std::vector<Exclusion> out = WithMountAliases(
+      {{"/sf-dev/vda", 0}, {"/sf-var/lib/sandfence", kFsReadRights}}, mounts);
+  std::vector<std::string> paths;
+  for (const Exclusion& e : out) paths.push_back(e.path);
+  EXPECT_THAT(paths, ElementsAre("/sf-dev/vda", "/sf-chroot/dev/vda",
+                                 "/sf-var/lib/sandfence",
+                                 "/mnt/varlib/sandfence", "/mnt/records"));
+  EXPECT_EQ(out[1].keep, 0u);
+  EXPECT_EQ(out[4].keep, kFsReadRights);
 }
 
 TEST(AbiTest, RightsAndScopesGrowWithTheAbi) {
@@ -317,6 +347,22 @@ TEST(DescribeTest, NoLandlockHoldsOnlyTheSeccompRows) {
   EXPECT_FALSE(Row(rows, ConfineGuaranteeId::kNoPtraceAcross).holds);
   EXPECT_FALSE(Row(rows, ConfineGuaranteeId::kNoWrites).holds);
   EXPECT_TRUE(Row(rows, ConfineGuaranteeId::kNoBpf).holds);
+}
+
+TEST(SupportTest, AHostWithoutLandlockIsRejectedWithItsReason) {
+  ConfineSupport support;
+  support.landlock_errno = ENOSYS;
+  support.landlock_reason = "landlock is not built into this kernel (ENOSYS)";
+  support.seccomp_filter = true;
+  EXPECT_FALSE(support.usable());
+  const absl::Status s = support.Usable();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(),
+            "this host cannot confine a command: landlock is not built into "
+            "this kernel (ENOSYS)");
+  support.landlock_abi = 7;
+  support.applied = true;
+  EXPECT_TRUE(support.Usable().ok());
 }
 
 TEST(DescribeTest, PolicyKnobsShowInTheirRows) {

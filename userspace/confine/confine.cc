@@ -247,13 +247,12 @@ absl::StatusOr<PreparedConfinement> PrepareConfinement(
   for (const std::string& path : plan.no_write) {
     exclusions.push_back({path, kFsReadRights});
   }
-  if (!plan.no_write_fs_types.empty()) {
-    absl::StatusOr<std::vector<std::string>> mounts =
-        confine::MountPointsOfTypes(plan.no_write_fs_types);
-    if (!mounts.ok()) return mounts.status();
-    for (std::string& m : *mounts) {
-      exclusions.push_back({std::move(m), kFsReadRights});
-    }
+  absl::StatusOr<std::vector<confine::MountEntry>> mounts =
+      confine::ReadMountInfo();
+  if (!mounts.ok()) return mounts.status();
+  for (std::string& m :
+       confine::MountPointsOfTypes(*mounts, plan.no_write_fs_types)) {
+    exclusions.push_back({std::move(m), kFsReadRights});
   }
   for (const std::string& path : plan.no_access) {
     exclusions.push_back({path, 0});
@@ -267,6 +266,9 @@ absl::StatusOr<PreparedConfinement> PrepareConfinement(
       exclusions.push_back({path, 0});
     }
   }
+  // Every other name the mount table gives an excluded place (devtmpfs
+  // mounted again in a chroot exposes /dev/vda there) is excluded too.
+  exclusions = confine::WithMountAliases(exclusions, *mounts);
   // Reading is handled (and granted everywhere else) only when something
   // must not be read.
   for (const confine::Exclusion& e : exclusions) {
@@ -472,13 +474,29 @@ absl::StatusOr<ConfineSupport> ProbeConfinement() {
   if (child < 0) return ErrnoError(errno, "fork the confinement probe");
   if (child == 0) {
     struct {
-      int step, err, seccomp_err;
-    } r = {0, 0, 0};
+      int step, err, seccomp_err, landlock_err;
+    } r = {0, 0, 0, 0};
+    // Named before applying: /proc/<pid>/mem of our parent, outside the
+    // domain the child is about to enter.
+    char mem[32] = "/proc/";
+    {
+      char digits[16];
+      int n = 0;
+      for (pid_t v = ::getppid(); v > 0 && n < 15; v /= 10) {
+        digits[n++] = static_cast<char>('0' + v % 10);
+      }
+      int at = 6;
+      while (n > 0) mem[at++] = digits[--n];
+      std::memcpy(mem + at, "/mem", 5);
+    }
     r.err = -ApplyConfinement(*prepared, &r.step);
     if (r.err == 0) {
       // The filter answers EPERM for bpf() before the kernel looks at the
       // (invalid) arguments, which would answer EINVAL or EFAULT.
       r.seccomp_err = ::syscall(SYS_bpf, -1, nullptr, 0) == 0 ? 0 : errno;
+      const int fd = ::open(mem, O_RDONLY | O_CLOEXEC);
+      r.landlock_err = fd >= 0 ? 0 : errno;
+      if (fd >= 0) ::close(fd);
     }
     ssize_t ignored = ::write(write_end.get(), &r, sizeof(r));
     (void)ignored;
@@ -486,8 +504,8 @@ absl::StatusOr<ConfineSupport> ProbeConfinement() {
   }
   write_end.reset();
   struct {
-    int step, err, seccomp_err;
-  } r = {0, -1, 0};
+    int step, err, seccomp_err, landlock_err;
+  } r = {0, -1, 0, 0};
   ssize_t n;
   do {
     n = ::read(read_end.get(), &r, sizeof(r));
@@ -506,6 +524,11 @@ absl::StatusOr<ConfineSupport> ProbeConfinement() {
     support.apply_reason = absl::StrCat(
         "a probe child's seccomp filter did not refuse bpf() (errno ",
         r.seccomp_err, ")");
+  } else if (r.landlock_err != EACCES) {
+    support.apply_reason = absl::StrCat(
+        "a probe child's landlock domain did not refuse its parent's "
+        "/proc/<pid>/mem (errno ",
+        r.landlock_err, ")");
   } else {
     support.applied = true;
   }

@@ -11,13 +11,15 @@
 // the file system or may fail for reasons worth a message happens in
 // PrepareConfinement; ApplyConfinement makes raw system calls only.
 //
-//   parent                                   child (after clone, before exec)
-//   PrepareConfinement(plan)                 ApplyConfinement(prepared)
-//     probe the Landlock ABI                   prctl(PR_SET_NO_NEW_PRIVS)
-//     create the ruleset, add every rule       drop CAP_SYS_ADMIN, CAP_PERFMON
-//     build the seccomp program                landlock_restrict_self; close
-//                                              seccomp(SET_MODE_FILTER)
-//                                            execve (allowed by both)
+//   parent                                 child (after clone, before exec)
+//   PrepareConfinement(plan)               [mount a fresh /proc, if any]
+//     probe the Landlock ABI               ApplyConfinement(prepared)
+//     walk / to the exclusions, create       prctl(PR_SET_NO_NEW_PRIVS)
+//       the ruleset, add every rule          drop CAP_SYS_ADMIN, CAP_PERFMON
+//     build the seccomp program              add the fresh mounts' rules
+//                                            landlock_restrict_self; close
+//                                            seccomp(SET_MODE_FILTER)
+//                                          execve (allowed by both)
 //
 // Each child that applies it gets a Landlock domain of its own: two
 // sandboxes started from one PreparedConfinement cannot ptrace or signal
@@ -88,8 +90,8 @@ struct ConfinePlan {
   std::vector<std::string> no_write_fs_types = DefaultNoWriteFsTypes();
   // Subtrees with no access at all (read, write, execute): sandfence's
   // state, records, runtime socket directory, pin root. The caller
-  // supplies them. Non-empty makes Landlock handle the read rights too,
-  // granted everywhere else.
+  // supplies them. Any of these (or a hidden raw device) makes Landlock
+  // handle the read rights too, granted everywhere else.
   std::vector<std::string> no_access;
   // Whether the directories on the way to a no_access path can be listed
   // (`ls /`, `ls /var/lib`). Landlock grants by hierarchy, so listing them
@@ -262,8 +264,9 @@ struct ConfineSupport {
                                 // not in the LSM list
   bool seccomp_filter = false;  // SECCOMP_SET_MODE_FILTER with RET_ERRNO
   std::string seccomp_reason;
-  // A child applied the default plan and saw a denial from each layer:
-  // probed by applying, not by reading /sys/kernel/security/lsm.
+  // A child applied a plan and saw a denial from each layer (Landlock:
+  // its parent's /proc/<pid>/mem; seccomp: bpf()): probed by applying,
+  // not by reading /sys/kernel/security/lsm.
   bool applied = false;
   std::string apply_reason;
 

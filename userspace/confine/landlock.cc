@@ -9,12 +9,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -69,6 +71,9 @@ bool IsProcfs(int fd) {
          static_cast<unsigned long>(sfs.f_type) == PROC_SUPER_MAGIC;
 }
 
+// (st_dev, st_ino) of a directory or file.
+using InodeKey = std::pair<dev_t, ino_t>;
+
 class Walker {
  public:
   Walker(uint64_t handled, bool list_ancestors, int ruleset_fd, RulePlan& plan)
@@ -76,6 +81,18 @@ class Walker {
         list_ancestors_(list_ancestors),
         ruleset_fd_(ruleset_fd),
         plan_(plan) {}
+
+  // The inodes on the way to every exclusion, and of the exclusions: an
+  // entry elsewhere with one of them is the same place under another name.
+  void Protect(const Node& node, const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0)
+      protected_.insert({st.st_dev, st.st_ino});
+    for (const auto& [name, child] : node.children) {
+      Protect(*child, path == "/" ? absl::StrCat("/", name)
+                                  : absl::StrCat(path, "/", name));
+    }
+  }
 
   // `fd` is `path` opened O_PATH; `allowed` what this subtree may get at
   // most; `inherited` what rules above it already grant.
@@ -131,6 +148,11 @@ class Walker {
       }
       if (S_ISLNK(st.st_mode)) continue;
       auto it = node.children.find(name);
+      if (it == node.children.end() &&
+          protected_.count({st.st_dev, st.st_ino}) != 0) {
+        plan_.aliases_refused.push_back(child_path);
+        continue;
+      }
       if (it == node.children.end()) {
         if (absl::Status s = Add(child_path, child.get(), S_ISDIR(st.st_mode),
                                  allowed, inherited);
@@ -185,6 +207,7 @@ class Walker {
   bool list_ancestors_;
   int ruleset_fd_;
   RulePlan& plan_;
+  std::set<InodeKey> protected_;
 };
 
 // Decodes the octal escapes of a mountinfo field (\040 is a space).
@@ -323,6 +346,7 @@ absl::StatusOr<RulePlan> PlanRules(const std::vector<Exclusion>& exclusions,
   UniqueFd fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return ErrnoError(errno, "open /");
   Walker walker(handled, list_ancestors, ruleset_fd, plan);
+  walker.Protect(root, "/");
   if (absl::Status s = walker.Walk("/", fd.get(), root, handled & ~withheld, 0);
       !s.ok()) {
     return s;
@@ -439,12 +463,11 @@ absl::StatusOr<std::vector<std::string>> RawDeviceNodes(
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> MountPointsOfTypes(
-    const std::vector<std::string>& fs_types,
+absl::StatusOr<std::vector<MountEntry>> ReadMountInfo(
     const std::string& mountinfo_path) {
   std::ifstream in(mountinfo_path);
   if (!in) return ErrnoError(errno, absl::StrCat("read ", mountinfo_path));
-  std::vector<std::string> points;
+  std::vector<MountEntry> mounts;
   std::string line;
   while (std::getline(in, line)) {
     // "36 35 98:0 /root /mount/point opts [optional...] - fstype source ..."
@@ -455,14 +478,80 @@ absl::StatusOr<std::vector<std::string>> MountPointsOfTypes(
     std::vector<absl::string_view> tail = absl::StrSplit(
         absl::string_view(line).substr(sep + 3), ' ', absl::SkipEmpty());
     if (head.size() < 5 || tail.empty()) continue;
+    mounts.push_back({std::string(head[2]), Unescape(head[3]),
+                      Unescape(head[4]), std::string(tail[0])});
+  }
+  return mounts;
+}
+
+std::vector<std::string> MountPointsOfTypes(
+    const std::vector<MountEntry>& mounts,
+    const std::vector<std::string>& fs_types) {
+  std::vector<std::string> points;
+  for (const MountEntry& m : mounts) {
     for (const std::string& type : fs_types) {
-      if (tail[0] == type) {
-        points.push_back(Unescape(head[4]));
+      if (m.type == type) {
+        points.push_back(m.point);
         break;
       }
     }
   }
   return points;
+}
+
+namespace {
+
+// `inner` is `outer` or beneath it.
+bool IsBeneath(absl::string_view inner, absl::string_view outer) {
+  if (outer == "/") return !inner.empty() && inner[0] == '/';
+  return inner == outer ||
+         (inner.size() > outer.size() &&
+          inner.substr(0, outer.size()) == outer && inner[outer.size()] == '/');
+}
+
+// `path` (beneath `from`) moved under `to`.
+std::string Rebase(const std::string& path, const std::string& from,
+                   const std::string& to) {
+  const std::string rest =
+      from == "/" ? path.substr(1)
+                  : path.substr(std::min(path.size(), from.size() + 1));
+  if (rest.empty()) return to;
+  return to == "/" ? absl::StrCat("/", rest) : absl::StrCat(to, "/", rest);
+}
+
+}  // namespace
+
+std::vector<Exclusion> WithMountAliases(
+    const std::vector<Exclusion>& exclusions,
+    const std::vector<MountEntry>& mounts) {
+  std::vector<Exclusion> out;
+  for (const Exclusion& e : exclusions) {
+    char resolved[PATH_MAX];
+    const std::string path =
+        ::realpath(e.path.c_str(), resolved) != nullptr ? resolved : e.path;
+    out.push_back({path, e.keep});
+    // The mount the path is on: the deepest mount point above it, the
+    // later of two at the same place (the one on top).
+    const MountEntry* on = nullptr;
+    for (const MountEntry& m : mounts) {
+      if (IsBeneath(path, m.point) &&
+          (on == nullptr || m.point.size() >= on->point.size())) {
+        on = &m;
+      }
+    }
+    if (on == nullptr) continue;
+    // The path inside its file system.
+    const std::string inside = Rebase(path, on->point, on->root);
+    for (const MountEntry& m : mounts) {
+      if (&m == on || m.device != on->device) continue;
+      if (IsBeneath(inside, m.root)) {
+        out.push_back({Rebase(inside, m.root, m.point), e.keep});
+      } else if (IsBeneath(m.root, inside)) {
+        out.push_back({m.point, e.keep});
+      }
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<UniqueFd> CreateRuleset(int abi, uint64_t handled_fs,

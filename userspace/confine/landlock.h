@@ -95,6 +95,11 @@ struct RulePlan {
   // enumerated (pid directories), so the whole procfs mount got the
   // strictest exclusion beneath it.
   std::vector<std::string> widened;
+  // Entries not granted because they are the same directory as one on the
+  // way to an exclusion, or an exclusion itself, under another name (a
+  // second mount or bind mount the mount table did not explain): a rule
+  // there would have granted the excluded subtree through its inode.
+  std::vector<std::string> aliases_refused;
 };
 
 // Plans the rules that allow `handled` everywhere except in `exclusions`
@@ -123,11 +128,30 @@ uint64_t RightsBeneath(const std::vector<Exclusion>& applied,
 absl::StatusOr<std::vector<std::string>> RawDeviceNodes(
     const std::string& dev = "/dev");
 
-// Mount points of these file-system types, from a mountinfo table
-// (/proc/self/mountinfo), in table order.
-absl::StatusOr<std::vector<std::string>> MountPointsOfTypes(
-    const std::vector<std::string>& fs_types,
+// One line of a mountinfo table.
+struct MountEntry {
+  std::string device;  // "major:minor" of the file system
+  std::string root;    // the directory of that file system mounted here
+  std::string point;   // where, in our mount namespace
+  std::string type;
+};
+absl::StatusOr<std::vector<MountEntry>> ReadMountInfo(
     const std::string& mountinfo_path = "/proc/self/mountinfo");
+
+// Mount points of these file-system types, in table order.
+std::vector<std::string> MountPointsOfTypes(
+    const std::vector<MountEntry>& mounts,
+    const std::vector<std::string>& fs_types);
+
+// The exclusions and every other name the mount table gives them: the same
+// file system mounted (or bind-mounted) elsewhere exposes an excluded
+// subtree there, and a rule on that other name would grant it (rules bind
+// inodes). A mount of a directory above an excluded path adds the path
+// beneath it; a mount of a directory inside one adds the mount point.
+// Paths are resolved first (symlinks); the results may not exist.
+std::vector<Exclusion> WithMountAliases(
+    const std::vector<Exclusion>& exclusions,
+    const std::vector<MountEntry>& mounts);
 
 // An empty ruleset fd (O_CLOEXEC) handling `handled_fs` and `scoped`.
 absl::StatusOr<UniqueFd> CreateRuleset(int abi, uint64_t handled_fs,
