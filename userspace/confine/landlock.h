@@ -10,11 +10,19 @@
 // be created or removed directly in the parent of an excluded path, e.g. in
 // / while /sys is excluded).
 //
-// Rules bind inodes, not strings: an excluded subtree reachable by a second
-// path (a bind mount, a hard link) is reachable there. Special file systems
-// are therefore excluded by type wherever they are mounted (cgroupfs, bpffs,
-// sysfs, procfs, ...); for paths excluded by name the caller must not
-// bind-mount them elsewhere.
+// Rules bind inodes, not strings: a rule on a second name of an excluded
+// place (another mount of its file system, a bind mount) grants it under
+// every name. So special file systems are excluded by type wherever they
+// are mounted (cgroupfs, bpffs, sysfs, procfs, ...), every exclusion is
+// expanded with the other names the mount table gives it
+// (WithMountAliases), and the walk refuses to grant an entry that is, by
+// inode, a directory on the way to an exclusion. A hard link to a file
+// under an excluded path, made before the sandbox starts, stays reachable
+// through its other name: Landlock cannot tell.
+//
+// Landlock's walk up from a file skips a mount point that another mount
+// covers: a rule on a directory that something is later mounted over
+// stops applying beneath that mount (see ConfinePlan::fresh_mounts).
 #ifndef SANDFENCE_CONFINE_LANDLOCK_H_
 #define SANDFENCE_CONFINE_LANDLOCK_H_
 
