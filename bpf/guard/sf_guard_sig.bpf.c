@@ -117,31 +117,34 @@ static __always_inline __u32 sf_kill_action(const struct sf_sandbox_ref *sb)
 	return SF_ACTION_KILLED;
 }
 
-/* ptrace-family calls: the target named by a pid or by the parent link. */
+/*
+ * ptrace-family calls: the target named by a pid or by the parent link.
+ * v is scratch (struct sf_scratch), not stack.
+ */
 static __always_inline int sf_judge_task_call(struct task_struct *cur,
 					      const struct sf_sandbox_ref *sb,
+					      struct sf_verdict *v,
 					      struct task_struct *target,
 					      __u32 what, long nr)
 {
-	struct sf_verdict v = {};
-
 	if (!target || sf_same_process(cur, target))
 		return 0;
-	v.why = sf_foreign(cur, target, sb);
-	if (!v.why)
+	__builtin_memset(v, 0, sizeof(*v));
+	v->why = sf_foreign(cur, target, sb);
+	if (!v->why)
 		return 0;
-	v.enforcer = SF_ENFORCER_SIGNAL;
-	v.action = sf_kill_action(sb);
-	if (v.action == SF_ACTION_KILLED && what == SF_WHAT_PTRACE_ATTACH) {
+	v->enforcer = SF_ENFORCER_SIGNAL;
+	v->action = sf_kill_action(sb);
+	if (v->action == SF_ACTION_KILLED && what == SF_WHAT_PTRACE_ATTACH) {
 		__u32 tid = BPF_CORE_READ(cur, pid);
 		__u32 ttid = BPF_CORE_READ(target, pid);
 
 		bpf_map_update_elem(&sf_gattach, &tid, &ttid, BPF_ANY);
 	}
-	v.what = what;
-	v.syscall_nr = nr;
-	v.target_cgroup = sf_cgroup_id(sf_task_cgroup(target));
-	sf_emit(sb, &v, cur, target, NULL, 0);
+	v->what = what;
+	v->syscall_nr = nr;
+	v->target_cgroup = sf_cgroup_id(sf_task_cgroup(target));
+	sf_emit(sb, v, cur, target, NULL, 0);
 	return 0;
 }
 
@@ -168,8 +171,10 @@ int BPF_PROG(sf_sig_enter, struct pt_regs *regs, long id)
 {
 	struct task_struct *cur, *target;
 	struct sf_sandbox_ref sb;
-	struct sf_args args;
+	struct sf_scratch *s;
+	struct sf_args *args;
 	__u32 what;
+	long nr;
 
 	SF_MUTANT_ALLOWS(sf_sig_enter);
 	/* The fast path: one compare chain for every other system call. */
@@ -187,111 +192,122 @@ int BPF_PROG(sf_sig_enter, struct pt_regs *regs, long id)
 	}
 	cur = bpf_get_current_task_btf();
 	if (sf_compat_syscall(cur)) {
-		args.nr = sf_nr32_to_64(id);
+		nr = sf_nr32_to_64(id);
 		/* An ia32 number that is none of ours (ioperm, unshare, ...). */
-		if (args.nr < 0)
+		if (nr < 0)
 			return 0;
 	} else {
 		/* 26, 347, 348 are other calls in the x86-64 table. */
 		if (id == SF_NR32_PTRACE || id == SF_NR32_VM_READV ||
 		    id == SF_NR32_VM_WRITEV)
 			return 0;
-		args.nr = id;
+		nr = id;
 	}
 	if (!sf_find_sandbox(cur, &sb))
 		return 0;
-	sf_read_args(regs, sf_compat_syscall(cur), &args);
+	s = sf_scratch_of(SF_SLOT_ENTER);
+	if (!s)
+		return 0;
+	args = &s->args;
+	sf_read_args(regs, sf_compat_syscall(cur), args);
+	args->nr = nr;
 
-	if (args.nr == SF_NR_PTRACE) {
-		if (args.a[0] == SF_PTRACE_TRACEME)
-			return sf_judge_task_call(cur, &sb,
+	if (nr == SF_NR_PTRACE) {
+		if (args->a[0] == SF_PTRACE_TRACEME)
+			return sf_judge_task_call(cur, &sb, &s->v,
 						  BPF_CORE_READ(cur, real_parent),
-						  SF_WHAT_PTRACE_TRACEME, args.nr);
-		if (args.a[0] == SF_PTRACE_ATTACH)
+						  SF_WHAT_PTRACE_TRACEME, nr);
+		if (args->a[0] == SF_PTRACE_ATTACH)
 			what = SF_WHAT_PTRACE_ATTACH;
-		else if (args.a[0] == SF_PTRACE_SEIZE)
+		else if (args->a[0] == SF_PTRACE_SEIZE)
 			what = SF_WHAT_PTRACE_SEIZE;
 		else
 			return 0; /* needs an attach first */
-		target = bpf_task_from_vpid((s32)args.a[1]);
-	} else if (args.nr == SF_NR_PIDFD_GETFD) {
-		return sf_judge_task_call(cur, &sb, sf_pidfd_task(cur, (int)args.a[0]),
-					  SF_WHAT_PIDFD_GETFD, args.nr);
+		target = bpf_task_from_vpid((s32)args->a[1]);
+	} else if (nr == SF_NR_PIDFD_GETFD) {
+		return sf_judge_task_call(cur, &sb, &s->v,
+					  sf_pidfd_task(cur, (int)args->a[0]),
+					  SF_WHAT_PIDFD_GETFD, nr);
 	} else {
-		what = args.nr == SF_NR_VM_READV ? SF_WHAT_VM_READV :
-						   SF_WHAT_VM_WRITEV;
-		target = bpf_task_from_vpid((s32)args.a[0]);
+		what = nr == SF_NR_VM_READV ? SF_WHAT_VM_READV :
+					      SF_WHAT_VM_WRITEV;
+		target = bpf_task_from_vpid((s32)args->a[0]);
 	}
 	if (!target)
 		return 0; /* no such process: the call fails with ESRCH */
-	sf_judge_task_call(cur, &sb, target, what, args.nr);
+	sf_judge_task_call(cur, &sb, &s->v, target, what, nr);
 	bpf_task_release(target);
 	return 0;
 }
 
 /* A /proc/<pid>/ file was opened: judge its task and its class. */
 static __always_inline void sf_judge_proc_open(struct task_struct *cur,
+					       struct sf_scratch *s,
 					       const struct sf_sandbox_ref *sb,
 					       struct file *f, struct inode *inode,
 					       long nr)
 {
 	struct task_struct *target = sf_proc_inode_task(inode);
-	struct sf_proc_entry e;
-	struct sf_verdict v = {};
+	struct sf_proc_entry *e = &s->proc;
+	struct sf_verdict *v = &s->v;
 
 	if (!target || sf_same_process(cur, target))
 		return;
-	sf_classify_proc(BPF_CORE_READ(f, f_path.dentry), &e);
-	if (e.flags & SF_PROCNAME_F_IGNORE)
+	sf_classify_proc(BPF_CORE_READ(f, f_path.dentry), e);
+	if (e->flags & SF_PROCNAME_F_IGNORE)
 		return;
-	v.why = sf_foreign(cur, target, sb);
-	if (!v.why)
+	__builtin_memset(v, 0, sizeof(*v));
+	v->why = sf_foreign(cur, target, sb);
+	if (!v->why)
 		return;
-	v.enforcer = SF_ENFORCER_SIGNAL;
-	if ((e.flags & SF_PROCNAME_F_READABLE) &&
+	v->enforcer = SF_ENFORCER_SIGNAL;
+	if ((e->flags & SF_PROCNAME_F_READABLE) &&
 	    !(sb->flags & SF_GUARD_F_KILL_READABLE))
-		v.action = SF_ACTION_AUDITED;
+		v->action = SF_ACTION_AUDITED;
 	else
-		v.action = sf_kill_action(sb);
-	v.what = SF_WHAT_PROC_OPEN;
-	v.proc_class = e.proc_class;
-	v.syscall_nr = nr;
-	v.target_cgroup = sf_cgroup_id(sf_task_cgroup(target));
-	sf_emit(sb, &v, cur, target, e.name.name, sizeof(e.name.name));
+		v->action = sf_kill_action(sb);
+	v->what = SF_WHAT_PROC_OPEN;
+	v->proc_class = e->proc_class;
+	v->syscall_nr = nr;
+	v->target_cgroup = sf_cgroup_id(sf_task_cgroup(target));
+	sf_emit(sb, v, cur, target, e->name.name, sizeof(e->name.name));
 }
 
 /* A cgroup.procs/threads file was opened for writing: inside the sandbox? */
 static __always_inline void sf_judge_cgroup_open(struct task_struct *cur,
+						 struct sf_scratch *s,
+						 const struct sf_sandbox_ref *sb,
 						 struct file *f,
 						 struct inode *inode, long nr)
 {
 	struct kernfs_node *kn = BPF_CORE_READ(inode, i_private);
-	struct sf_verdict v = {};
-	struct sf_sandbox_ref sb;
-	union sf_name32 name = {};
+	union sf_name32 *name = &s->name.n32;
+	struct sf_verdict *v = &s->v;
 	struct cgroup *cg;
 
 	if (!kn)
 		return;
-	bpf_probe_read_kernel_str(name.c, sizeof(name.c), BPF_CORE_READ(kn, name));
-	if (!sf_is_procs_file(&name))
-		return;
-	if (!sf_find_sandbox(cur, &sb))
+	__builtin_memset(name, 0, sizeof(*name));
+	bpf_probe_read_kernel_str(name->c, sizeof(name->c),
+				  BPF_CORE_READ(kn, name));
+	if (!sf_is_procs_file(name))
 		return;
 	cg = sf_kernfs_file_cgroup(kn);
-	if (sf_cgroup_within(cg, &sb))
+	if (sf_cgroup_within(cg, sb))
 		return;
-	v.enforcer = SF_ENFORCER_SIGNAL;
-	v.action = sf_kill_action(&sb);
-	v.what = SF_WHAT_CGROUP_WRITE;
-	v.why = SF_WHY_OUTSIDE;
-	v.syscall_nr = nr;
-	v.target_cgroup = cg ? sf_cgroup_id(cg) : 0;
-	sf_emit(&sb, &v, cur, NULL, name.c, sizeof(name.c));
+	__builtin_memset(v, 0, sizeof(*v));
+	v->enforcer = SF_ENFORCER_SIGNAL;
+	v->action = sf_kill_action(sb);
+	v->what = SF_WHAT_CGROUP_WRITE;
+	v->why = SF_WHY_OUTSIDE;
+	v->syscall_nr = nr;
+	v->target_cgroup = cg ? sf_cgroup_id(cg) : 0;
+	sf_emit(sb, v, cur, NULL, name->c, sizeof(name->c));
 }
 
 /* A protected object opened for writing (or truncated, or created in). */
 static __always_inline void sf_judge_prot_open(struct task_struct *cur,
+					       struct sf_scratch *s,
 					       const struct sf_sandbox_ref *sb,
 					       struct file *f, long nr)
 {
@@ -303,8 +319,39 @@ static __always_inline void sf_judge_prot_open(struct task_struct *cur,
 	d = BPF_CORE_READ(f, f_path.dentry);
 	if (!sf_dentry_protected(d))
 		return;
-	sf_refuse(sb, SF_WHAT_PROT_WRITE, SF_WHY_PROTECTED, NULL, nr,
+	sf_refuse(s, sb, SF_WHAT_PROT_WRITE, SF_WHY_PROTECTED, NULL, nr,
 		  (const char *)BPF_CORE_READ(d, d_name.name), SF_GUARD_NAME_LEN);
+}
+
+/*
+ * The judgments of an opened file (in s: file, inode, magic, sb, args.nr):
+ * a /proc/<pid>/ file, a cgroup.procs or cgroup.threads file opened for
+ * writing, a protected object opened for writing. Returns 1 for a file
+ * elsewhere, whose path may have gone through a magic link: walked next,
+ * by the program (sf_judge_link_open()). Global: verified once.
+ */
+__noinline int sf_gf_opened(struct sf_scratch *s)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct inode *inode;
+	struct file *f;
+	long nr;
+
+	if (!s)
+		return 0;
+	f = (void *)s->file;
+	inode = (void *)s->inode;
+	nr = s->args.nr;
+	if (s->magic == SF_PROC_SUPER_MAGIC) {
+		sf_judge_proc_open(cur, s, &s->sb, f, inode, nr);
+		return 0;
+	}
+	if (s->magic == SF_CGROUP2_SUPER_MAGIC) {
+		sf_judge_cgroup_open(cur, s, &s->sb, f, inode, nr);
+		return 0;
+	}
+	sf_judge_prot_open(cur, s, &s->sb, f, nr);
+	return 1;
 }
 
 /*
@@ -314,30 +361,37 @@ static __always_inline void sf_judge_prot_open(struct task_struct *cur,
  * must confirm it: a path that merely looks like one kills nobody.
  */
 static __always_inline void sf_judge_link_open(struct task_struct *cur,
-					       const struct sf_sandbox_ref *sb,
+					       struct sf_scratch *s,
 					       struct pt_regs *regs, long nr,
 					       struct file *f)
 {
-	struct sf_args args;
+	struct sf_args *args = &s->args;
 	bool one_path = nr == SF_NR_OPEN || nr == SF_NR_CREAT;
 
-	sf_read_args(regs, sf_compat_syscall(cur), &args);
-	sf_walk_judge(sb, nr, one_path ? SF_AT_FDCWD : (int)args.a[0],
-		      (void *)(one_path ? args.a[0] : args.a[1]), true,
-		      (__u64)BPF_CORE_READ(f, f_path.mnt),
-		      (__u64)BPF_CORE_READ(f, f_path.dentry),
-		      BPF_CORE_READ(f, f_inode));
+	sf_read_args(regs, sf_compat_syscall(cur), args);
+	args->nr = nr;
+	sf_walk_fill(&s->walk, &s->sb, nr,
+		     one_path ? SF_AT_FDCWD : (int)args->a[0],
+		     (void *)(one_path ? args->a[0] : args->a[1]), true,
+		     (__u64)BPF_CORE_READ(f, f_path.mnt),
+		     (__u64)BPF_CORE_READ(f, f_path.dentry),
+		     BPF_CORE_READ(f, f_inode));
+	sf_walk_run(&s->walk);
 }
 
 /*
  * A file was just opened as fd: a /proc/<pid>/ file, a cgroup.procs or
  * cgroup.threads file opened for writing, or (given the system call's
- * registers, to read its path) a /proc/<pid> magic link followed.
+ * registers, to read its path) a /proc/<pid> magic link followed. slot:
+ * the calling program's scratch (enum sf_slot), looked up only once the
+ * open is one to judge (every open on the host comes here).
  */
 static __always_inline void sf_judge_opened(struct task_struct *cur, long fd,
-					    long nr, struct pt_regs *regs)
+					    long nr, struct pt_regs *regs,
+					    __u32 slot)
 {
 	struct sf_sandbox_ref sb;
+	struct sf_scratch *s;
 	struct inode *inode;
 	struct file *f;
 	__u64 magic;
@@ -347,17 +401,21 @@ static __always_inline void sf_judge_opened(struct task_struct *cur, long fd,
 		return;
 	inode = BPF_CORE_READ(f, f_inode);
 	magic = sf_sb_magic(inode);
-	if (magic == SF_PROC_SUPER_MAGIC) {
-		if (sf_find_sandbox(cur, &sb))
-			sf_judge_proc_open(cur, &sb, f, inode, nr);
-	} else if (magic == SF_CGROUP2_SUPER_MAGIC) {
-		if (BPF_CORE_READ(f, f_mode) & SF_FMODE_WRITE)
-			sf_judge_cgroup_open(cur, f, inode, nr);
-	} else if (sf_find_sandbox(cur, &sb)) {
-		sf_judge_prot_open(cur, &sb, f, nr);
-		if (regs)
-			sf_judge_link_open(cur, &sb, regs, nr, f);
-	}
+	if (magic == SF_CGROUP2_SUPER_MAGIC &&
+	    !(BPF_CORE_READ(f, f_mode) & SF_FMODE_WRITE))
+		return;
+	if (!sf_find_sandbox(cur, &sb))
+		return;
+	s = sf_scratch_of(slot);
+	if (!s)
+		return;
+	s->sb = sb;
+	s->args.nr = nr;
+	s->file = (__u64)f;
+	s->inode = (__u64)inode;
+	s->magic = magic;
+	if (sf_gf_opened(s) && regs)
+		sf_judge_link_open(cur, s, regs, nr, f);
 }
 
 /* A killed PTRACE_ATTACH succeeded: its target's SIGSTOP is to be undone. */
@@ -408,10 +466,15 @@ int BPF_PROG(sf_sig_exit, struct pt_regs *regs, long ret)
 		id = sf_nr32_to_64(id);
 		break;
 	default:
-		return sf_exit_more(regs, id, ret);
+		/* creat (85, ia32 8) comes back here: judged as an open. */
+		id = sf_exit_more(regs, id, ret);
+		if (id < 0)
+			return 0;
+		cur = bpf_get_current_task_btf();
+		break;
 	}
 
-	sf_judge_opened(cur, ret, id, regs);
+	sf_judge_opened(cur, ret, id, regs, SF_SLOT_EXIT);
 	return 0;
 }
 
@@ -438,7 +501,7 @@ int BPF_PROG(sf_sig_uring, void *ring, void *req, struct io_uring_cqe *cqe)
 	if (res < 0)
 		return 0;
 	sf_judge_opened(bpf_get_current_task_btf(), res, SF_NR_IO_URING_ENTER,
-			NULL);
+			NULL, SF_SLOT_URING);
 	return 0;
 }
 

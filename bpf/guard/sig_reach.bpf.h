@@ -38,10 +38,6 @@
 
 #include "guard/sig_walk.bpf.h"
 
-/* sf_guard_sig.bpf.c, after this file. */
-static __always_inline void sf_judge_opened(struct task_struct *cur, long fd,
-					    long nr, struct pt_regs *regs);
-
 #define SF_AF_UNIX 1
 #define SF_SYS_BIND 2 /* socketcall() */
 #define SF_SYS_CONNECT 3
@@ -168,38 +164,120 @@ static __always_inline unsigned long sf_arg5(struct pt_regs *regs, bool compat)
 	return compat ? (__u32)BPF_CORE_READ(regs, di) : BPF_CORE_READ(regs, r8);
 }
 
+/* What sf_gf_refuse() records. */
+struct sf_refusal {
+	struct sf_sandbox_ref sb;
+	__u32 what;
+	__u32 why;
+	__s64 nr;
+	__u64 target; /* struct task_struct *, or 0 */
+	__u64 name;   /* kernel or map memory, or 0 */
+	__u32 name_len;
+	__u32 pad;
+	struct sf_verdict v; /* sf_gf_refuse's own */
+};
+
+/*
+ * A signal program's scratch: the system call being judged, what the
+ * judgments made in line record, and the request (with its working state)
+ * each global function is handed. Kept off the BPF stack, whose 512 bytes
+ * every call chain shares (and whose accounting differs between builds of
+ * one kernel).
+ *
+ * A per-CPU array with one slot per program (enum sf_slot): tp_btf
+ * programs run with preemption disabled and the kernel never runs a
+ * program inside itself on one CPU (prog->active), but one program may
+ * interrupt another (io_uring_complete from an interrupt while sys_exit
+ * runs), so no two programs share a slot. Not in the per-task sf_gwalk:
+ * the interrupting program runs with the same current and would find the
+ * same buffer. A request is filled right before its function is called,
+ * and each function writes only its own request (and, for sf_gf_enter,
+ * sf_gf_exit and sf_gf_opened, the one they hand back).
+ *
+ * The global functions do not call the path walks themselves: sf_gf_enter,
+ * sf_gf_exit and sf_gf_opened fill the walk's request and return 1, and
+ * the program calls the walk (sf_gf_prot_path, sf_walk_run). A walk's
+ * frames then stack on the program's frame alone, never on another global
+ * function's: no program is more than four frames deep.
+ */
+enum sf_slot {
+	SF_SLOT_ENTER = 0, /* sf_sig_enter */
+	SF_SLOT_EXIT,      /* sf_sig_exit */
+	SF_SLOT_URING,     /* sf_sig_uring */
+	SF_SLOTS,
+};
+
+struct sf_scratch {
+	/* The call (sf_gf_enter's and sf_gf_exit's input). */
+	struct sf_sandbox_ref sb;
+	struct sf_args args; /* x86-64 numbers; ia32 arguments zero-extended */
+	__u64 arg5;          /* the fifth argument (at entry) */
+	__s64 ret;           /* at exit */
+	/* An open's result (sf_gf_opened's input). */
+	__u64 file;  /* struct file * */
+	__u64 inode; /* its struct inode * */
+	__u64 magic; /* its file system's */
+	/* Judgments made in line. */
+	struct sf_verdict v;
+	struct sf_proc_entry proc;
+	union {
+		union sf_name16 n16;
+		union sf_name32 n32;
+	} name;
+	/* The global functions' requests. */
+	struct sf_refusal ref;    /* sf_gf_refuse */
+	struct sf_prot_req prot;  /* sf_gf_prot_path */
+	struct sf_walk_req walk;  /* sf_gf_walk */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SF_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sf_scratch);
+} sf_gscratch SEC(".maps");
+
+/* This CPU's scratch for the program of slot (enum sf_slot). */
+static __always_inline struct sf_scratch *sf_scratch_of(__u32 slot)
+{
+	return bpf_map_lookup_elem(&sf_gscratch, &slot);
+}
+
 /* --- Signals ---------------------------------------------------------------- */
 
 static __always_inline void sf_signal_kill(struct task_struct *cur,
+					   struct sf_scratch *s,
 					   const struct sf_sandbox_ref *sb,
 					   struct task_struct *target, int sig,
 					   bool group, long nr)
 {
-	struct sf_verdict v = {};
-	union sf_name16 name;
+	struct sf_verdict *v = &s->v;
 
-	v.enforcer = SF_ENFORCER_SIGNAL;
-	v.action = sf_kill_action(sb);
-	v.what = SF_WHAT_SIGNAL;
-	v.why = target ? sf_foreign(cur, target, sb) | SF_WHY_OUTSIDE :
-			 SF_WHY_OUTSIDE;
-	v.syscall_nr = nr;
-	v.target_cgroup = target ? sf_cgroup_id(sf_task_cgroup(target)) : 0;
-	sf_signal_name(&name, sig, group);
-	sf_emit(sb, &v, cur, target, name.c, sizeof(name.c));
+	__builtin_memset(v, 0, sizeof(*v));
+	v->enforcer = SF_ENFORCER_SIGNAL;
+	v->action = sf_kill_action(sb);
+	v->what = SF_WHAT_SIGNAL;
+	v->why = target ? sf_foreign(cur, target, sb) | SF_WHY_OUTSIDE :
+			  SF_WHY_OUTSIDE;
+	v->syscall_nr = nr;
+	v->target_cgroup = target ? sf_cgroup_id(sf_task_cgroup(target)) : 0;
+	sf_signal_name(&s->name.n16, sig, group);
+	sf_emit(sb, v, cur, target, s->name.n16.c, sizeof(s->name.n16.c));
 }
 
 /* One process (or thread): outside the sandbox? */
 static __always_inline void sf_signal_task(struct task_struct *cur,
+					   struct sf_scratch *s,
 					   const struct sf_sandbox_ref *sb,
 					   struct task_struct *t, int sig, long nr)
 {
 	if (!t || sf_cgroup_within(sf_task_cgroup(t), sb))
 		return;
-	sf_signal_kill(cur, sb, t, sig, false, nr);
+	sf_signal_kill(cur, s, sb, t, sig, false, nr);
 }
 
 static __always_inline void sf_signal_vpid(struct task_struct *cur,
+					   struct sf_scratch *s,
 					   const struct sf_sandbox_ref *sb,
 					   int vpid, int sig, long nr)
 {
@@ -210,7 +288,7 @@ static __always_inline void sf_signal_vpid(struct task_struct *cur,
 	t = bpf_task_from_vpid(vpid);
 	if (!t)
 		return; /* ESRCH */
-	sf_signal_task(cur, sb, t, sig, nr);
+	sf_signal_task(cur, s, sb, t, sig, nr);
 	bpf_task_release(t);
 }
 
@@ -244,6 +322,7 @@ static long sf_group_step(__u32 i, void *ctx)
 
 /* A process group (its struct pid): is a member outside the sandbox? */
 static __always_inline void sf_signal_group(struct task_struct *cur,
+					    struct sf_scratch *s,
 					    const struct sf_sandbox_ref *sb,
 					    struct pid *grp, int sig, long nr)
 {
@@ -257,11 +336,12 @@ static __always_inline void sf_signal_group(struct task_struct *cur,
 	if (g.node && !g.outside)
 		g.outside = 1;
 	if (g.outside)
-		sf_signal_kill(cur, sb, (struct task_struct *)g.first_out, sig,
-			       true, nr);
+		sf_signal_kill(cur, s, sb, (struct task_struct *)g.first_out,
+			       sig, true, nr);
 }
 
 static __always_inline void sf_judge_signal(struct task_struct *cur,
+					    struct sf_scratch *s,
 					    const struct sf_sandbox_ref *sb,
 					    long nr, const struct sf_args *a)
 {
@@ -275,11 +355,11 @@ static __always_inline void sf_judge_signal(struct task_struct *cur,
 		if (sig == 0)
 			return;
 		if (pid > 0) {
-			sf_signal_vpid(cur, sb, pid, sig, nr);
+			sf_signal_vpid(cur, s, sb, pid, sig, nr);
 		} else if (pid == -1) {
-			sf_signal_kill(cur, sb, NULL, sig, true, nr);
+			sf_signal_kill(cur, s, sb, NULL, sig, true, nr);
 		} else if (pid == 0) {
-			sf_signal_group(cur, sb,
+			sf_signal_group(cur, s, sb,
 					BPF_CORE_READ(cur, signal, pids[PIDTYPE_PGID]),
 					sig, nr);
 		} else {
@@ -290,10 +370,10 @@ static __always_inline void sf_judge_signal(struct task_struct *cur,
 				 * may have exited while the group lives on): we
 				 * cannot see who is in it, so it counts as outside.
 				 */
-				sf_signal_kill(cur, sb, NULL, sig, true, nr);
+				sf_signal_kill(cur, s, sb, NULL, sig, true, nr);
 				return;
 			}
-			sf_signal_group(cur, sb, BPF_CORE_READ(t, thread_pid),
+			sf_signal_group(cur, s, sb, BPF_CORE_READ(t, thread_pid),
 					sig, nr);
 			bpf_task_release(t);
 		}
@@ -302,13 +382,13 @@ static __always_inline void sf_judge_signal(struct task_struct *cur,
 	case SF_NR_RT_SIGQUEUEINFO:
 		sig = (int)a->a[1];
 		if (sig != 0)
-			sf_signal_vpid(cur, sb, (int)a->a[0], sig, nr);
+			sf_signal_vpid(cur, s, sb, (int)a->a[0], sig, nr);
 		return;
 	case SF_NR_TGKILL:
 	case SF_NR_RT_TGSIGQUEUEINFO:
 		sig = (int)a->a[2];
 		if (sig != 0)
-			sf_signal_vpid(cur, sb, (int)a->a[1], sig, nr);
+			sf_signal_vpid(cur, s, sb, (int)a->a[1], sig, nr);
 		return;
 	case SF_NR_PIDFD_SEND_SIGNAL: {
 		struct file *f = sf_current_fd_file(cur, (int)a->a[0]);
@@ -326,11 +406,11 @@ static __always_inline void sf_judge_signal(struct task_struct *cur,
 		if (!t)
 			return;
 		if (a->a[3] & SF_PIDFD_SIGNAL_PROCESS_GROUP)
-			sf_signal_group(cur, sb,
+			sf_signal_group(cur, s, sb,
 					BPF_CORE_READ(t, signal, pids[PIDTYPE_PGID]),
 					sig, nr);
 		else
-			sf_signal_task(cur, sb, t, sig, nr);
+			sf_signal_task(cur, s, sb, t, sig, nr);
 		return;
 	}
 	}
@@ -338,60 +418,55 @@ static __always_inline void sf_judge_signal(struct task_struct *cur,
 
 /* --- Refused primitives ------------------------------------------------------ */
 
-struct sf_refusal {
-	struct sf_sandbox_ref sb;
-	__u32 what;
-	__u32 why;
-	__s64 nr;
-	__u64 target; /* struct task_struct *, or 0 */
-	__u64 name;   /* kernel or map memory, or 0 */
-	__u32 name_len;
-	__u32 pad;
-};
-
-/* Kill (or audit) and record. Global: one copy, verified once. */
+/*
+ * Kill (or audit) and record. Global: one copy, verified once. r is in the
+ * calling program's scratch (struct sf_scratch).
+ */
 __noinline int sf_gf_refuse(struct sf_refusal *r)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct task_struct *target;
-	struct sf_verdict v = {};
-	struct sf_sandbox_ref sb;
+	struct sf_verdict *v;
 
 	if (!r)
 		return 0;
-	sb = r->sb;
+	v = &r->v;
 	target = (void *)r->target;
-	v.enforcer = SF_ENFORCER_SIGNAL;
-	v.action = sf_kill_action(&sb);
-	v.what = r->what;
-	v.why = r->why;
-	v.syscall_nr = r->nr;
+	__builtin_memset(v, 0, sizeof(*v));
+	v->enforcer = SF_ENFORCER_SIGNAL;
+	v->action = sf_kill_action(&r->sb);
+	v->what = r->what;
+	v->why = r->why;
+	v->syscall_nr = r->nr;
 	if (target)
-		v.target_cgroup = sf_cgroup_id(sf_task_cgroup(target));
-	sf_emit(&sb, &v, cur, target, (const char *)r->name, r->name_len);
+		v->target_cgroup = sf_cgroup_id(sf_task_cgroup(target));
+	sf_emit(&r->sb, v, cur, target, (const char *)r->name, r->name_len);
 	return 0;
 }
 
-static __always_inline void sf_refuse(const struct sf_sandbox_ref *sb,
+/* Fills the scratch's refusal and records it. */
+static __always_inline void sf_refuse(struct sf_scratch *s,
+				      const struct sf_sandbox_ref *sb,
 				      __u32 what, __u32 why,
 				      struct task_struct *target, long nr,
 				      const char *name, __u32 name_len)
 {
-	struct sf_refusal r = {
-		.sb = *sb,
-		.what = what,
-		.why = why,
-		.nr = nr,
-		.target = (__u64)target,
-		.name = (__u64)name,
-		.name_len = name_len,
-	};
+	struct sf_refusal *r = &s->ref;
 
-	sf_gf_refuse(&r);
+	r->sb = *sb;
+	r->what = what;
+	r->why = why;
+	r->nr = nr;
+	r->target = (__u64)target;
+	r->name = (__u64)name;
+	r->name_len = name_len;
+	r->pad = 0;
+	sf_gf_refuse(r);
 }
 
 /* perf_event_open(attr, pid, cpu, group_fd, flags). */
 static __always_inline void sf_judge_perf(struct task_struct *cur,
+					  struct sf_scratch *s,
 					  const struct sf_sandbox_ref *sb,
 					  long nr, const struct sf_args *a,
 					  unsigned long flags)
@@ -400,12 +475,12 @@ static __always_inline void sf_judge_perf(struct task_struct *cur,
 	int pid = (int)a->a[1];
 
 	if (flags & SF_PERF_FLAG_PID_CGROUP) {
-		sf_refuse(sb, SF_WHAT_PERF_OPEN, SF_WHY_REFUSED, NULL, nr,
+		sf_refuse(s, sb, SF_WHAT_PERF_OPEN, SF_WHY_REFUSED, NULL, nr,
 			  "cgroup", 7);
 		return;
 	}
 	if (pid == -1) {
-		sf_refuse(sb, SF_WHAT_PERF_OPEN, SF_WHY_REFUSED, NULL, nr,
+		sf_refuse(s, sb, SF_WHAT_PERF_OPEN, SF_WHY_REFUSED, NULL, nr,
 			  "cpu", 4);
 		return;
 	}
@@ -416,12 +491,13 @@ static __always_inline void sf_judge_perf(struct task_struct *cur,
 		return;
 	/* Any process but our own: it may drop its guard (exec) meanwhile. */
 	if (!sf_same_process(cur, t))
-		sf_refuse(sb, SF_WHAT_PERF_OPEN,
+		sf_refuse(s, sb, SF_WHAT_PERF_OPEN,
 			  sf_foreign(cur, t, sb) | SF_WHY_REFUSED, t, nr, NULL, 0);
 	bpf_task_release(t);
 }
 
 static __always_inline bool sf_kcmp_one(struct task_struct *cur,
+					struct sf_scratch *s,
 					const struct sf_sandbox_ref *sb,
 					int pid, long nr)
 {
@@ -435,7 +511,7 @@ static __always_inline bool sf_kcmp_one(struct task_struct *cur,
 		return false;
 	why = sf_same_process(cur, t) ? 0 : sf_foreign(cur, t, sb);
 	if (why)
-		sf_refuse(sb, SF_WHAT_KCMP, why, t, nr, NULL, 0);
+		sf_refuse(s, sb, SF_WHAT_KCMP, why, t, nr, NULL, 0);
 	bpf_task_release(t);
 	return why != 0;
 }
@@ -484,11 +560,12 @@ static long sf_sym_step(__u32 i, void *ctx)
  * string reach /proc/<pid> without spelling it.
  */
 static __always_inline void sf_judge_symlink_target(struct task_struct *cur,
+						    struct sf_scratch *s,
 						    const struct sf_sandbox_ref *sb,
 						    long nr, const void *utarget)
 {
+	struct sf_sym_walk sw = {};
 	struct sf_walk_buf *wb;
-	struct sf_sym_walk s = {};
 	int len;
 
 	wb = bpf_task_storage_get(&sf_gwalk, cur, 0,
@@ -498,33 +575,19 @@ static __always_inline void sf_judge_symlink_target(struct task_struct *cur,
 	len = bpf_probe_read_user_str(wb->buf, SF_PATH_MAX, utarget);
 	if (len <= 1)
 		return;
-	s.buf = wb->buf;
-	s.len = len - 1;
-	s.start = -1;
-	bpf_loop(len, sf_sym_step, &s, 0);
-	if (s.hit)
-		sf_refuse(sb, SF_WHAT_SYMLINK_PROC, SF_WHY_REFUSED, NULL,
+	sw.buf = wb->buf;
+	sw.len = len - 1;
+	sw.start = -1;
+	bpf_loop(len, sf_sym_step, &sw, 0);
+	if (sw.hit)
+		sf_refuse(s, sb, SF_WHAT_SYMLINK_PROC, SF_WHY_REFUSED, NULL,
 			  nr, wb->buf, SF_GUARD_NAME_LEN);
 }
 
 /* --- Protected objects ---------------------------------------------------------- */
 
-static __always_inline int sf_judge_prot_path(const struct sf_sandbox_ref *sb,
-					      long nr, __u32 what, int dirfd,
-					      __u64 upath)
-{
-	struct sf_prot_req r = {
-		.sb = *sb,
-		.nr = nr,
-		.what = what,
-		.dirfd = dirfd,
-		.upath = upath,
-	};
-
-	return sf_gf_prot_path(&r);
-}
-
 static __always_inline void sf_judge_prot_fd(struct task_struct *cur,
+					     struct sf_scratch *s,
 					     const struct sf_sandbox_ref *sb,
 					     long nr, int fd)
 {
@@ -536,7 +599,7 @@ static __always_inline void sf_judge_prot_fd(struct task_struct *cur,
 	d = BPF_CORE_READ(f, f_path.dentry);
 	if (!sf_dentry_protected(d))
 		return;
-	sf_refuse(sb, SF_WHAT_PROT_SETATTR, SF_WHY_PROTECTED, NULL, nr,
+	sf_refuse(s, sb, SF_WHAT_PROT_SETATTR, SF_WHY_PROTECTED, NULL, nr,
 		  (const char *)BPF_CORE_READ(d, d_name.name), SF_GUARD_NAME_LEN);
 }
 
@@ -560,11 +623,14 @@ static __always_inline __u64 sf_unix_path(__u64 uaddr, unsigned long addrlen)
 
 /*
  * The calls that change a name or an object: which paths they name (one or
- * two: rename and link name both ends), judged with one walk each.
+ * two: rename and link name both ends), for sf_gf_prot_path() to judge
+ * with one walk each. Returns 1 with s->prot filled when there is a path
+ * to judge; an object named by an fd is judged here.
  */
-static __always_inline void sf_judge_prot(struct task_struct *cur,
-					  const struct sf_sandbox_ref *sb,
-					  long nr, const struct sf_args *a)
+static __always_inline int sf_judge_prot(struct task_struct *cur,
+					 struct sf_scratch *s,
+					 const struct sf_sandbox_ref *sb,
+					 long nr, const struct sf_args *a)
 {
 	__u64 p1 = 0, p2 = 0;
 	int d1 = SF_AT_FDCWD, d2 = SF_AT_FDCWD;
@@ -633,8 +699,8 @@ static __always_inline void sf_judge_prot(struct task_struct *cur,
 	case SF_NR_FTRUNCATE:
 	case SF_NR_FCHMOD:
 	case SF_NR_FCHOWN:
-		sf_judge_prot_fd(cur, sb, nr, (int)a->a[0]);
-		return;
+		sf_judge_prot_fd(cur, s, sb, nr, (int)a->a[0]);
+		return 0;
 	case SF_NR_CONNECT:
 		what = SF_WHAT_PROT_CONNECT;
 		p1 = sf_unix_path(a->a[1], a->a[2]);
@@ -650,7 +716,7 @@ static __always_inline void sf_judge_prot(struct task_struct *cur,
 
 		if ((a->a[0] != SF_SYS_CONNECT && a->a[0] != SF_SYS_BIND) ||
 		    bpf_probe_read_user(args, sizeof(args), (void *)a->a[1]) != 0)
-			return;
+			return 0;
 		if (a->a[0] == SF_SYS_CONNECT) {
 			what = SF_WHAT_PROT_CONNECT;
 			nr = SF_NR_CONNECT;
@@ -662,12 +728,12 @@ static __always_inline void sf_judge_prot(struct task_struct *cur,
 		break;
 	}
 	default:
-		return;
+		return 0;
 	}
-	if (p1 && sf_judge_prot_path(sb, nr, what, d1, p1))
-		return;
-	if (p2)
-		sf_judge_prot_path(sb, nr, what, d2, p2);
+	if (!p1 && !p2)
+		return 0;
+	sf_prot_fill(&s->prot, sb, nr, what, d1, p1, d2, p2);
+	return 1;
 }
 
 /* chdir: remember where a relative path starts, for the exit's walk. */
@@ -684,30 +750,25 @@ static __always_inline void sf_chdir_enter(struct task_struct *cur)
 	wb->chdir_valid = 1;
 }
 
-struct sf_call {
-	struct sf_sandbox_ref sb;
-	__s64 nr;     /* x86-64 numbering */
-	__u64 a[5];   /* arguments (ia32 ones zero-extended) */
-	__s64 ret;    /* at exit */
-};
-
-/* Entry: everything judged besides the ptrace family. Global: verified once. */
-__noinline int sf_gf_enter(struct sf_call *c)
+/*
+ * Entry: everything judged besides the ptrace family. Returns 1 when the
+ * call names paths of possibly protected objects (in s->prot), for the
+ * program to walk next (sf_gf_prot_path(): the walk's frames then stack on
+ * the program's alone, see struct sf_scratch). Global: verified once. The
+ * call is in s (sb, args, arg5), this program's scratch.
+ */
+__noinline int sf_gf_enter(struct sf_scratch *s)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
-	struct sf_sandbox_ref sb;
-	struct sf_args args;
+	const struct sf_sandbox_ref *sb;
+	const struct sf_args *a;
 	long nr;
 
-	if (!c)
+	if (!s)
 		return 0;
-	sb = c->sb;
-	nr = c->nr;
-	args.nr = nr;
-	args.a[0] = c->a[0];
-	args.a[1] = c->a[1];
-	args.a[2] = c->a[2];
-	args.a[3] = c->a[3];
+	sb = &s->sb;
+	a = &s->args;
+	nr = a->nr;
 	switch (nr) {
 	case SF_NR_KILL:
 	case SF_NR_TKILL:
@@ -715,45 +776,44 @@ __noinline int sf_gf_enter(struct sf_call *c)
 	case SF_NR_RT_SIGQUEUEINFO:
 	case SF_NR_RT_TGSIGQUEUEINFO:
 	case SF_NR_PIDFD_SEND_SIGNAL:
-		sf_judge_signal(cur, &sb, nr, &args);
+		sf_judge_signal(cur, s, sb, nr, a);
 		return 0;
 	case SF_NR_IO_URING_SETUP:
-		if (!(sb.flags & SF_GUARD_F_IO_URING))
-			sf_refuse(&sb, SF_WHAT_IO_URING, SF_WHY_REFUSED, NULL, nr,
+		if (!(sb->flags & SF_GUARD_F_IO_URING))
+			sf_refuse(s, sb, SF_WHAT_IO_URING, SF_WHY_REFUSED, NULL, nr,
 				  NULL, 0);
 		return 0;
 	case SF_NR_PERF_EVENT_OPEN:
-		sf_judge_perf(cur, &sb, nr, &args, c->a[4]);
+		sf_judge_perf(cur, s, sb, nr, a, s->arg5);
 		return 0;
 	case SF_NR_KCMP:
-		if (!sf_kcmp_one(cur, &sb, (int)args.a[0], nr))
-			sf_kcmp_one(cur, &sb, (int)args.a[1], nr);
+		if (!sf_kcmp_one(cur, s, sb, (int)a->a[0], nr))
+			sf_kcmp_one(cur, s, sb, (int)a->a[1], nr);
 		return 0;
 	case SF_NR_BPF:
-		sf_refuse(&sb, SF_WHAT_BPF, SF_WHY_REFUSED, NULL, nr, NULL, 0);
+		sf_refuse(s, sb, SF_WHAT_BPF, SF_WHY_REFUSED, NULL, nr, NULL, 0);
 		return 0;
 	case SF_NR_SYMLINK:
 	case SF_NR_SYMLINKAT:
-		sf_judge_symlink_target(cur, &sb, nr, (void *)args.a[0]);
+		sf_judge_symlink_target(cur, s, sb, nr, (void *)a->a[0]);
 		break;
 	case SF_NR_CHDIR:
 		sf_chdir_enter(cur);
 		return 0;
 	}
-	sf_judge_prot(cur, &sb, nr, &args);
-	return 0;
+	return sf_judge_prot(cur, s, sb, nr, a);
 }
 
 /*
  * From sf_sig_enter's default case: the rest of the calls judged at entry.
  * Every system call on the host comes here; all but these return at the
- * first switch.
+ * first switch. The scratch is looked up only for a task in a sandbox.
  */
 static __always_inline int sf_enter_more(struct pt_regs *regs, long id)
 {
 	struct task_struct *cur;
-	struct sf_args args;
-	struct sf_call c;
+	struct sf_sandbox_ref sb;
+	struct sf_scratch *s;
 	bool compat;
 	long nr;
 
@@ -800,76 +860,94 @@ static __always_inline int sf_enter_more(struct pt_regs *regs, long id)
 	nr = sf_more_nr(compat, id);
 	if (nr < 0)
 		return 0;
-	if (!sf_find_sandbox(cur, &c.sb))
+	if (!sf_find_sandbox(cur, &sb))
 		return 0;
-	sf_read_args(regs, compat, &args);
-	c.nr = nr;
-	c.a[0] = args.a[0];
-	c.a[1] = args.a[1];
-	c.a[2] = args.a[2];
-	c.a[3] = args.a[3];
-	c.a[4] = sf_arg5(regs, compat);
-	c.ret = 0;
-	sf_gf_enter(&c);
+	s = sf_scratch_of(SF_SLOT_ENTER);
+	if (!s)
+		return 0;
+	s->sb = sb;
+	sf_read_args(regs, compat, &s->args);
+	s->args.nr = nr;
+	s->arg5 = sf_arg5(regs, compat);
+	s->ret = 0;
+	if (sf_gf_enter(s))
+		sf_gf_prot_path(&s->prot);
 	return 0;
 }
 
-/* open_tree(dfd, path, flags): of procfs, or through a magic link. */
-static __always_inline void sf_judge_open_tree(struct task_struct *cur,
-					       const struct sf_sandbox_ref *sb,
-					       long fd, long nr, __u64 dfd,
-					       __u64 upath)
+/*
+ * open_tree(dfd, path, flags): of procfs (refused here), or through a
+ * magic link (returns 1 with s->walk filled).
+ */
+static __always_inline int sf_judge_open_tree(struct task_struct *cur,
+					      struct sf_scratch *s,
+					      const struct sf_sandbox_ref *sb,
+					      long fd, long nr, __u64 dfd,
+					      __u64 upath)
 {
 	struct file *f = sf_current_fd_file(cur, fd);
 	struct inode *inode;
 
 	if (!f)
-		return;
+		return 0;
 	inode = BPF_CORE_READ(f, f_inode);
 	if (sf_sb_magic(inode) == SF_PROC_SUPER_MAGIC) {
-		sf_refuse(sb, SF_WHAT_PROC_HANDLE, SF_WHY_REFUSED, NULL, nr,
+		sf_refuse(s, sb, SF_WHAT_PROC_HANDLE, SF_WHY_REFUSED, NULL, nr,
 			  (const char *)BPF_CORE_READ(f, f_path.dentry, d_name.name),
 			  SF_GUARD_NAME_LEN);
-		return;
+		return 0;
 	}
-	sf_walk_judge(sb, nr, (int)dfd, (void *)upath, true,
-		      (__u64)BPF_CORE_READ(f, f_path.mnt),
-		      (__u64)BPF_CORE_READ(f, f_path.dentry), inode);
+	sf_walk_fill(&s->walk, sb, nr, (int)dfd, (void *)upath, true,
+		     (__u64)BPF_CORE_READ(f, f_path.mnt),
+		     (__u64)BPF_CORE_READ(f, f_path.dentry), inode);
+	return 1;
 }
 
-/* Exit: chdir, open_tree, name_to_handle_at. Global: verified once. */
-__noinline int sf_gf_exit(struct sf_call *c)
+/*
+ * Exit: chdir, open_tree, name_to_handle_at. Returns 1 with s->walk filled
+ * when the call's path is to be walked next (sf_walk_run(), by the
+ * program). Global: verified once. The call is in s (sb, args, ret), this
+ * program's scratch.
+ */
+__noinline int sf_gf_exit(struct sf_scratch *s)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
-	struct sf_sandbox_ref sb;
+	const struct sf_sandbox_ref *sb;
+	const struct sf_args *a;
 
-	if (!c)
+	if (!s)
 		return 0;
-	sb = c->sb;
-	switch (c->nr) {
+	sb = &s->sb;
+	a = &s->args;
+	switch (a->nr) {
 	case SF_NR_CHDIR:
-		sf_walk_judge(&sb, c->nr, SF_AT_FDCWD, (void *)c->a[0], true,
-			      (__u64)BPF_CORE_READ(cur, fs, pwd.mnt),
-			      (__u64)BPF_CORE_READ(cur, fs, pwd.dentry),
-			      BPF_CORE_READ(cur, fs, pwd.dentry, d_inode));
-		return 0;
+		sf_walk_fill(&s->walk, sb, a->nr, SF_AT_FDCWD, (void *)a->a[0],
+			     true, (__u64)BPF_CORE_READ(cur, fs, pwd.mnt),
+			     (__u64)BPF_CORE_READ(cur, fs, pwd.dentry),
+			     BPF_CORE_READ(cur, fs, pwd.dentry, d_inode));
+		return 1;
 	case SF_NR_OPEN_TREE:
-		sf_judge_open_tree(cur, &sb, c->ret, c->nr, c->a[0], c->a[1]);
-		return 0;
+		return sf_judge_open_tree(cur, s, sb, s->ret, a->nr, a->a[0],
+					  a->a[1]);
 	case SF_NR_NAME_TO_HANDLE_AT:
-		sf_walk_judge(&sb, c->nr, (int)c->a[0], (void *)c->a[1], false,
-			      0, 0, NULL);
-		return 0;
+		sf_walk_fill(&s->walk, sb, a->nr, (int)a->a[0], (void *)a->a[1],
+			     false, 0, 0, NULL);
+		return 1;
 	}
 	return 0;
 }
 
-/* From sf_sig_exit's default case (ret >= 0). */
-static __always_inline int sf_exit_more(struct pt_regs *regs, long id, long ret)
+/*
+ * From sf_sig_exit's default case (ret >= 0). Returns SF_NR_CREAT for a
+ * creat, which the caller judges like an open (one copy of that code in
+ * the program), else -1.
+ */
+static __always_inline long sf_exit_more(struct pt_regs *regs, long id,
+					 long ret)
 {
 	struct task_struct *cur;
-	struct sf_args args;
-	struct sf_call c;
+	struct sf_sandbox_ref sb;
+	struct sf_scratch *s;
 	bool compat;
 	long nr;
 
@@ -879,29 +957,30 @@ static __always_inline int sf_exit_more(struct pt_regs *regs, long id, long ret)
 	case SF_NR32_CHDIR: case SF_NR32_NAME_TO_HANDLE_AT: case SF_NR32_CREAT:
 		break;
 	default:
-		return 0;
+		return -1;
 	}
 	cur = bpf_get_current_task_btf();
 	compat = sf_compat_fast(cur);
 	nr = sf_more_nr(compat, id);
 	if (nr < 0)
-		return 0;
-	if (nr == SF_NR_CREAT) {
-		sf_judge_opened(cur, ret, nr, regs);
-		return 0;
-	}
-	if (!sf_find_sandbox(cur, &c.sb))
-		return 0;
-	sf_read_args(regs, compat, &args);
-	c.nr = nr;
-	c.a[0] = args.a[0];
-	c.a[1] = args.a[1];
-	c.a[2] = 0;
-	c.a[3] = 0;
-	c.a[4] = 0;
-	c.ret = ret;
-	sf_gf_exit(&c);
-	return 0;
+		return -1;
+	if (nr == SF_NR_CREAT)
+		return nr;
+	if (!sf_find_sandbox(cur, &sb))
+		return -1;
+	s = sf_scratch_of(SF_SLOT_EXIT);
+	if (!s)
+		return -1;
+	s->sb = sb;
+	sf_read_args(regs, compat, &s->args);
+	s->args.nr = nr;
+	s->args.a[2] = 0;
+	s->args.a[3] = 0;
+	s->arg5 = 0;
+	s->ret = ret;
+	if (sf_gf_exit(s))
+		sf_walk_run(&s->walk);
+	return -1;
 }
 
 #endif /* SANDFENCE_BPF_GUARD_SIG_REACH_BPF_H_ */

@@ -318,9 +318,17 @@ struct sf_under {
 	__u32 found;
 };
 
+/*
+ * bpf_loop's context (on the stack): the state itself is in the walk's
+ * request (struct sf_walk_req), in the program's scratch.
+ */
+struct sf_under_ctx {
+	struct sf_under *u;
+};
+
 static long sf_under_step(__u32 i, void *ctx)
 {
-	struct sf_under *u = ctx;
+	struct sf_under *u = ((struct sf_under_ctx *)ctx)->u;
 	struct vfsmount *vm = (void *)u->mnt;
 	struct dentry *d = (void *)u->d;
 	struct dentry *up;
@@ -346,16 +354,21 @@ static long sf_under_step(__u32 i, void *ctx)
 	return 0;
 }
 
-/* Is (mnt, d) at or below (amnt, ad), mounts crossed? */
-static __always_inline bool sf_path_under(__u64 mnt, __u64 d, __u64 amnt,
-					  __u64 ad)
+/* Is (mnt, d) at or below (amnt, ad), mounts crossed? u: scratch. */
+static __always_inline bool sf_path_under(struct sf_under *u, __u64 mnt,
+					  __u64 d, __u64 amnt, __u64 ad)
 {
-	struct sf_under u = { .mnt = mnt, .d = d, .amnt = amnt, .ad = ad };
+	struct sf_under_ctx c = { .u = u };
 
 	if (!mnt || !d || !amnt || !ad)
 		return false;
-	bpf_loop(SF_UNDER_STEPS, sf_under_step, &u, 0);
-	return u.found;
+	u->mnt = mnt;
+	u->d = d;
+	u->amnt = amnt;
+	u->ad = ad;
+	u->found = 0;
+	bpf_loop(SF_UNDER_STEPS, sf_under_step, &c, 0);
+	return u->found;
 }
 
 /* --- /proc/<pid> magic links ------------------------------------------------- */
@@ -374,8 +387,9 @@ enum sf_pw_state {
 
 /*
  * A walk's state. Handed to a global function, so no pointers in it (they
- * would come back as plain numbers, and the stack it lives on as unknown
- * bytes): the path buffer stays in struct sf_scan, around it.
+ * would come back as plain numbers): the path buffer stays in struct
+ * sf_scan, around it. It lives in the program's scratch (struct
+ * sf_walk_req), off the stack.
  */
 struct sf_pw {
 	__u32 st;
@@ -390,33 +404,38 @@ struct sf_pw {
 	__u32 rest;  /* components after the link */
 };
 
-/* The byte scan around a walk (bpf_loop's context). */
+/*
+ * The byte scan around a walk (bpf_loop's context, so on the stack: small,
+ * with the walk's state behind a pointer).
+ */
 struct sf_scan {
 	char *buf;
 	__s32 len;   /* bytes before the NUL */
 	__s32 start; /* of the component being read; -1 between them */
-	struct sf_pw pw;
+	struct sf_pw *pw;
 };
 
-/* The state a procfs directory starts or continues a walk in. */
-__noinline int sf_gf_pw_dentry(struct sf_pw *w, __u64 dentry)
+/*
+ * The state a procfs directory starts or continues a walk in. Inline: a
+ * function of its own here was the seventh frame of sys_exit's deepest
+ * call chain; each of its two callers has one copy.
+ */
+static __always_inline void sf_pw_dentry(struct sf_pw *w, __u64 dentry)
 {
 	struct dentry *d = (void *)dentry;
 	struct task_struct *t;
 	struct inode *inode;
 	long num = 0;
 
-	if (!w)
-		return 0;
 	w->st = SF_PW_NONE;
 	if (!d)
-		return 0;
+		return;
 	inode = BPF_CORE_READ(d, d_inode);
 	if (!inode || sf_sb_magic(inode) != SF_PROC_SUPER_MAGIC)
-		return 0;
+		return;
 	t = sf_proc_inode_task(inode);
 	if (!t)
-		return 0; /* /proc itself, /proc/sys, ...: a pid may follow */
+		return; /* /proc itself, /proc/sys, ...: a pid may follow */
 	switch (sf_dentry_class(d, &num)) {
 	case SF_C_NUM:
 		w->st = SF_PW_PID;
@@ -431,66 +450,19 @@ __noinline int sf_gf_pw_dentry(struct sf_pw *w, __u64 dentry)
 		w->st = SF_PW_NSDIR;
 		break;
 	default:
-		return 0;
+		return;
 	}
 	w->task = (__u64)t;
 	w->pid = 0;
-	return 0;
 }
 
-/* A walk that went on through one of the caller's own fds. */
-static __always_inline void sf_pw_from_fd(struct sf_pw *w,
-					  struct task_struct *cur, long fd)
-{
-	struct file *f = sf_current_fd_file(cur, fd);
-
-	sf_gf_pw_dentry(w, f ? (__u64)BPF_CORE_READ(f, f_path.dentry) : 0);
-}
-
-/*
- * The walk reached a magic link (cls) of the pid directory in w. The
- * caller's own links are followed (they may lead into another process's
- * pid directory); another process's is recorded, for the end of the walk.
- */
-__noinline int sf_gf_pw_link(struct sf_pw *w, __u32 cls, long fd)
-{
-	struct task_struct *cur = bpf_get_current_task_btf();
-	bool own;
-
-	if (!w)
-		return 0;
-
-	if (w->task) {
-		own = sf_same_process(cur, (struct task_struct *)w->task);
-	} else {
-		struct task_struct *t = bpf_task_from_vpid(w->pid);
-
-		if (!t) {
-			w->st = SF_PW_NONE; /* no such process: ENOENT */
-			return 0;
-		}
-		own = sf_same_process(cur, t);
-		bpf_task_release(t);
-	}
-	if (own) {
-		if (cls == SF_PROC_FD_LINK)
-			sf_pw_from_fd(w, cur, fd);
-		else if (cls == SF_PROC_CWD)
-			sf_gf_pw_dentry(w, (__u64)BPF_CORE_READ(cur, fs, pwd.dentry));
-		else if (cls == SF_PROC_ROOT)
-			sf_gf_pw_dentry(w, (__u64)BPF_CORE_READ(cur, fs, root.dentry));
-		else
-			w->st = SF_PW_NONE;
-		return 0;
-	}
-	w->st = SF_PW_LINK;
-	w->cls = cls;
-	w->fd = fd;
-	w->depth = 0;
-	w->min_depth = 0;
-	w->rest = 0;
-	return 0;
-}
+/* Where a component leads the walk besides a new state (sf_gf_pw_comp). */
+enum sf_pw_follow {
+	SF_PWF_NONE = 0,
+	SF_PWF_FD,   /* through one of the caller's own fds */
+	SF_PWF_CWD,  /* its working directory */
+	SF_PWF_ROOT, /* its root */
+};
 
 static __always_inline void sf_pw_pid(struct sf_pw *w, long num, int off)
 {
@@ -504,12 +476,24 @@ static __always_inline void sf_pw_pid(struct sf_pw *w, long num, int off)
  * One component of a walk (global: verified once, not at every call). The
  * path is read from the caller's walk buffer again: a pointer in *w would
  * be a plain number here.
+ *
+ * The switch only decides: a new state, or a magic link of the pid
+ * directory in w (link), or one of the caller's own fds, its cwd or its
+ * root to go on from (follow). Both are taken after it, each in one
+ * place: a link of the caller's own is followed (it may lead into another
+ * process's pid directory), another process's is recorded for the end of
+ * the walk.
  */
 __noinline int sf_gf_pw_comp(struct sf_pw *w, int off, int len)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
+	__u32 link = 0, follow = SF_PWF_NONE;
+	/* After following an fd: <n> may be a pid; the name starts here. */
+	bool pid_if_none = false, name_here = false;
 	struct sf_walk_buf *wb;
-	long num = 0;
+	struct file *f;
+	long num = 0, fd = -1;
+	__u64 d;
 	int cls;
 
 	if (!w)
@@ -546,22 +530,21 @@ __noinline int sf_gf_pw_comp(struct sf_pw *w, int off, int len)
 		return 0;
 	case SF_C_NUM:
 		if (w->st == SF_PW_FDW || w->st == SF_PW_SELFFD) {
-			bool selffd = w->st == SF_PW_SELFFD;
-
-			sf_pw_from_fd(w, cur, num);
 			/* /x/fd/<n>: not a directory fd of ours; <n> may be a pid */
-			if (w->st == SF_PW_NONE && !selffd)
-				sf_pw_pid(w, num, off);
-			else if (w->st != SF_PW_NONE)
-				w->name_off = off;
+			follow = SF_PWF_FD;
+			fd = num;
+			pid_if_none = w->st == SF_PW_FDW;
+			name_here = true;
 		} else if (w->st == SF_PW_FDDIR) {
-			sf_gf_pw_link(w, SF_PROC_FD_LINK, num);
+			link = SF_PROC_FD_LINK;
+			fd = num;
 		} else if (w->st == SF_PW_NSDIR) {
-			sf_gf_pw_link(w, SF_PROC_NS, -1);
+			link = SF_PROC_NS;
 		} else {
 			sf_pw_pid(w, num, off);
+			return 0;
 		}
-		return 0;
+		break;
 	case SF_C_SELF:
 		w->st = SF_PW_SELF;
 		w->name_off = off;
@@ -572,10 +555,10 @@ __noinline int sf_gf_pw_comp(struct sf_pw *w, int off, int len)
 		else if (w->st == SF_PW_SELF)
 			w->st = SF_PW_SELFFD;
 		else if (w->st == SF_PW_NSDIR)
-			sf_gf_pw_link(w, SF_PROC_NS, -1);
+			link = SF_PROC_NS;
 		else
 			w->st = SF_PW_FDW;
-		return 0;
+		break;
 	case SF_C_TASK:
 		w->st = (w->st == SF_PW_PID || w->st == SF_PW_SELF) ? SF_PW_TASK :
 								      SF_PW_NONE;
@@ -584,48 +567,101 @@ __noinline int sf_gf_pw_comp(struct sf_pw *w, int off, int len)
 		if (w->st == SF_PW_PID)
 			w->st = SF_PW_NSDIR;
 		else if (w->st == SF_PW_NSDIR)
-			sf_gf_pw_link(w, SF_PROC_NS, -1);
+			link = SF_PROC_NS;
 		else
 			w->st = SF_PW_NONE;
-		return 0;
+		break;
 	case SF_C_CWD:
 	case SF_C_ROOT:
-	case SF_C_EXE: {
-		__u32 link = cls == SF_C_CWD ? SF_PROC_CWD :
-			     cls == SF_C_ROOT ? SF_PROC_ROOT : SF_PROC_EXE;
-
+	case SF_C_EXE:
 		if (w->st == SF_PW_PID) {
-			sf_gf_pw_link(w, link, -1);
+			link = cls == SF_C_CWD ? SF_PROC_CWD :
+			       cls == SF_C_ROOT ? SF_PROC_ROOT : SF_PROC_EXE;
 		} else if (w->st == SF_PW_SELF) {
-			if (link == SF_PROC_CWD)
-				sf_gf_pw_dentry(w, (__u64)BPF_CORE_READ(cur, fs, pwd.dentry));
-			else if (link == SF_PROC_ROOT)
-				sf_gf_pw_dentry(w, (__u64)BPF_CORE_READ(cur, fs, root.dentry));
+			if (cls == SF_C_CWD)
+				follow = SF_PWF_CWD;
+			else if (cls == SF_C_ROOT)
+				follow = SF_PWF_ROOT;
 			else
 				w->st = SF_PW_NONE;
 		} else if (w->st == SF_PW_NSDIR) {
-			sf_gf_pw_link(w, SF_PROC_NS, -1);
+			link = SF_PROC_NS;
 		} else {
 			w->st = SF_PW_NONE;
 		}
-		return 0;
-	}
+		break;
 	case SF_C_STDIO:
 		if (w->st == SF_PW_NSDIR) {
-			sf_gf_pw_link(w, SF_PROC_NS, -1);
-			return 0;
+			link = SF_PROC_NS;
+		} else {
+			follow = SF_PWF_FD;
+			fd = num;
+			name_here = true;
 		}
-		sf_pw_from_fd(w, cur, num);
-		if (w->st != SF_PW_NONE)
-			w->name_off = off;
-		return 0;
+		break;
 	default:
 		if (w->st == SF_PW_NSDIR)
-			sf_gf_pw_link(w, SF_PROC_NS, -1);
+			link = SF_PROC_NS;
 		else
 			w->st = SF_PW_NONE;
+		break;
+	}
+
+	if (link) {
+		bool own;
+
+		if (w->task) {
+			own = sf_same_process(cur, (struct task_struct *)w->task);
+		} else {
+			struct task_struct *t = bpf_task_from_vpid(w->pid);
+
+			if (!t) {
+				w->st = SF_PW_NONE; /* no such process: ENOENT */
+				return 0;
+			}
+			own = sf_same_process(cur, t);
+			bpf_task_release(t);
+		}
+		if (!own) {
+			w->st = SF_PW_LINK;
+			w->cls = link;
+			w->fd = fd;
+			w->depth = 0;
+			w->min_depth = 0;
+			w->rest = 0;
+			return 0;
+		}
+		if (link == SF_PROC_FD_LINK)
+			follow = SF_PWF_FD;
+		else if (link == SF_PROC_CWD)
+			follow = SF_PWF_CWD;
+		else if (link == SF_PROC_ROOT)
+			follow = SF_PWF_ROOT;
+		else
+			w->st = SF_PW_NONE;
+	}
+	switch (follow) {
+	case SF_PWF_FD:
+		f = sf_current_fd_file(cur, fd);
+		d = f ? (__u64)BPF_CORE_READ(f, f_path.dentry) : 0;
+		break;
+	case SF_PWF_CWD:
+		d = (__u64)BPF_CORE_READ(cur, fs, pwd.dentry);
+		break;
+	case SF_PWF_ROOT:
+		d = (__u64)BPF_CORE_READ(cur, fs, root.dentry);
+		break;
+	default:
 		return 0;
 	}
+	sf_pw_dentry(w, d);
+	if (w->st == SF_PW_NONE) {
+		if (pid_if_none)
+			sf_pw_pid(w, num, off);
+	} else if (name_here) {
+		w->name_off = off;
+	}
+	return 0;
 }
 
 static long sf_pw_step(__u32 i, void *ctx)
@@ -639,7 +675,7 @@ static long sf_pw_step(__u32 i, void *ctx)
 	c = pos < sc->len ? sc->buf[pos & SF_PATH_MASK] : '/';
 	if (c == '/') {
 		if (sc->start >= 0) {
-			sf_gf_pw_comp(&sc->pw, sc->start, pos - sc->start);
+			sf_gf_pw_comp(sc->pw, sc->start, pos - sc->start);
 			sc->start = -1;
 		}
 		return 0;
@@ -680,18 +716,21 @@ static __always_inline int sf_read_path(struct task_struct *cur,
 	return len;
 }
 
-/* Walks wb->buf (len bytes) from base_d; sc->pw says what was found. */
-static __always_inline void sf_pw_walk(struct sf_scan *sc,
+/* Walks wb->buf (len bytes) from base_d; *w says what was found. */
+static __always_inline void sf_pw_walk(struct sf_scan *sc, struct sf_pw *w,
 				       struct sf_walk_buf *wb, int len,
 				       __u64 base_d)
 {
+	/* Scratch holds the last walk's state: every field starts at zero. */
+	__builtin_memset(w, 0, sizeof(*w));
 	sc->buf = wb->buf;
 	sc->len = len;
 	sc->start = -1;
-	sc->pw.st = SF_PW_NONE;
+	sc->pw = w;
+	w->st = SF_PW_NONE;
 	if (len == 0 || wb->buf[0] != '/') {
-		sf_gf_pw_dentry(&sc->pw, base_d);
-		sc->pw.name_off = 0;
+		sf_pw_dentry(w, base_d);
+		w->name_off = 0;
 	}
 	bpf_loop(len + 1, sf_pw_step, sc, 0);
 }
@@ -699,7 +738,8 @@ static __always_inline void sf_pw_walk(struct sf_scan *sc,
 /* Does the object (o_mnt, o_d, o_inode) confirm the link the walk found? */
 static __always_inline bool sf_pw_confirms(struct task_struct *cur,
 					   struct task_struct *t,
-					   const struct sf_pw *w, __u64 o_mnt,
+					   const struct sf_pw *w,
+					   struct sf_under *u, __u64 o_mnt,
 					   __u64 o_d, struct inode *o_inode)
 {
 	__u64 lmnt = 0, ld = 0, rmnt, rd;
@@ -757,7 +797,7 @@ static __always_inline bool sf_pw_confirms(struct task_struct *cur,
 			break;
 		sf_path_parent(&lmnt, &ld, rmnt, rd);
 	}
-	if (!sf_path_under(o_mnt, o_d, lmnt, ld))
+	if (!sf_path_under(u, o_mnt, o_d, lmnt, ld))
 		return false;
 	/*
 	 * Everything the caller can reach lies under a link at or above its
@@ -768,63 +808,9 @@ static __always_inline bool sf_pw_confirms(struct task_struct *cur,
 	 * root: /proc/<pid>/root/etc/x of a process sharing our root is
 	 * /etc/x.
 	 */
-	if (sf_path_under(rmnt, rd, lmnt, ld))
-		return !sf_path_under(o_mnt, o_d, rmnt, rd);
+	if (sf_path_under(u, rmnt, rd, lmnt, ld))
+		return !sf_path_under(u, o_mnt, o_d, rmnt, rd);
 	return true;
-}
-
-/*
- * Judges the link the walk found against process t: kill when t is
- * foreign and (with an object) the object confirms the walk.
- */
-static __always_inline void sf_pw_judge_task(struct task_struct *cur,
-					     const struct sf_sandbox_ref *sb,
-					     struct task_struct *t,
-					     const struct sf_pw *w,
-					     const char *buf, long nr,
-					     bool have_obj, __u64 o_mnt,
-					     __u64 o_d, struct inode *o_inode)
-{
-	struct sf_verdict v = {};
-
-	if (sf_same_process(cur, t))
-		return;
-	v.why = sf_foreign(cur, t, sb);
-	if (!v.why)
-		return;
-	if (have_obj && !sf_pw_confirms(cur, t, w, o_mnt, o_d, o_inode))
-		return;
-	v.enforcer = SF_ENFORCER_SIGNAL;
-	v.action = sf_kill_action(sb);
-	v.what = have_obj ? SF_WHAT_PROC_LINK : SF_WHAT_PROC_HANDLE;
-	v.proc_class = w->cls;
-	v.syscall_nr = nr;
-	v.target_cgroup = sf_cgroup_id(sf_task_cgroup(t));
-	sf_emit(sb, &v, cur, t, buf + (w->name_off & SF_PATH_MASK),
-		SF_GUARD_NAME_LEN);
-}
-
-static __always_inline void sf_pw_judge(struct task_struct *cur,
-					const struct sf_sandbox_ref *sb,
-					const struct sf_pw *w, const char *buf,
-					long nr,
-					bool have_obj, __u64 o_mnt, __u64 o_d,
-					struct inode *o_inode)
-{
-	struct task_struct *t;
-
-	if (w->st != SF_PW_LINK)
-		return;
-	if (w->task) {
-		sf_pw_judge_task(cur, sb, (struct task_struct *)w->task, w, buf,
-				 nr, have_obj, o_mnt, o_d, o_inode);
-		return;
-	}
-	t = bpf_task_from_vpid(w->pid);
-	if (!t)
-		return;
-	sf_pw_judge_task(cur, sb, t, w, buf, nr, have_obj, o_mnt, o_d, o_inode);
-	bpf_task_release(t);
 }
 
 /* What sf_gf_walk() judges: a system call's path and what it produced. */
@@ -835,61 +821,144 @@ struct sf_walk_req {
 	__u32 have_obj; /* o_*: an opened file, a new cwd, an O_PATH fd */
 	__u64 upath;
 	__u64 o_mnt, o_d, o_inode;
+	/* sf_gf_walk's and sf_gf_pw_judge's own. */
+	__u64 base_mnt, base_d; /* where the path starts */
+	struct sf_pw pw;
+	struct sf_under under;
+	struct sf_verdict v;
 };
 
 /*
- * The walk of a path a system call took, judged against what it produced,
- * or (name_to_handle_at) with nothing to compare. Global: verified once.
+ * Judges the link the walk found against process t: kill when t is
+ * foreign and (with an object) the object confirms the walk.
+ */
+static __always_inline void sf_pw_judge_task(struct task_struct *cur,
+					     struct sf_walk_req *r,
+					     struct task_struct *t,
+					     const char *buf)
+{
+	const struct sf_pw *w = &r->pw;
+	struct sf_verdict *v = &r->v;
+
+	if (sf_same_process(cur, t))
+		return;
+	__builtin_memset(v, 0, sizeof(*v));
+	v->why = sf_foreign(cur, t, &r->sb);
+	if (!v->why)
+		return;
+	if (r->have_obj &&
+	    !sf_pw_confirms(cur, t, w, &r->under, r->o_mnt, r->o_d,
+			    (struct inode *)r->o_inode))
+		return;
+	v->enforcer = SF_ENFORCER_SIGNAL;
+	v->action = sf_kill_action(&r->sb);
+	v->what = r->have_obj ? SF_WHAT_PROC_LINK : SF_WHAT_PROC_HANDLE;
+	v->proc_class = w->cls;
+	v->syscall_nr = r->nr;
+	v->target_cgroup = sf_cgroup_id(sf_task_cgroup(t));
+	sf_emit(&r->sb, v, cur, t, buf + (w->name_off & SF_PATH_MASK),
+		SF_GUARD_NAME_LEN);
+}
+
+static __always_inline void sf_pw_judge(struct task_struct *cur,
+					struct sf_walk_req *r, const char *buf)
+{
+	struct task_struct *t;
+
+	if (r->pw.st != SF_PW_LINK)
+		return;
+	if (r->pw.task) {
+		sf_pw_judge_task(cur, r, (struct task_struct *)r->pw.task, buf);
+		return;
+	}
+	t = bpf_task_from_vpid(r->pw.pid);
+	if (!t)
+		return;
+	sf_pw_judge_task(cur, r, t, buf);
+	bpf_task_release(t);
+}
+
+/*
+ * The walk of a path a system call took. Returns 1 when it went through
+ * another process's magic link, for sf_gf_pw_judge(). Global: verified
+ * once. r is in the calling program's scratch (struct sf_scratch).
  */
 __noinline int sf_gf_walk(struct sf_walk_req *r)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
-	struct sf_sandbox_ref sb;
 	struct sf_walk_buf *wb;
-	__u64 base_mnt = 0, base_d = 0;
-	struct sf_scan sc = {};
+	struct sf_scan sc;
 	int len;
 
 	if (!r)
 		return 0;
-	sb = r->sb;
+	r->pw.st = SF_PW_NONE;
+	r->base_mnt = 0;
+	r->base_d = 0;
 	wb = bpf_task_storage_get(&sf_gwalk, cur, 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!wb)
 		return 0;
-	len = sf_read_path(cur, wb, r->dirfd, (void *)r->upath, &base_mnt,
-			   &base_d);
+	len = sf_read_path(cur, wb, r->dirfd, (void *)r->upath, &r->base_mnt,
+			   &r->base_d);
 	if (len < 0)
 		return 0;
 	if (r->nr == SF_NR_CHDIR && wb->chdir_valid) {
 		/* A relative chdir started at the old working directory. */
 		if (len == 0 || wb->buf[0] != '/')
-			base_d = wb->chdir_dentry;
+			r->base_d = wb->chdir_dentry;
 		wb->chdir_valid = 0;
 	}
-	sf_pw_walk(&sc, wb, len, base_d);
-	sf_pw_judge(cur, &sb, &sc.pw, wb->buf, r->nr, r->have_obj, r->o_mnt,
-		    r->o_d, (struct inode *)r->o_inode);
+	sf_pw_walk(&sc, &r->pw, wb, len, r->base_d);
+	return r->pw.st == SF_PW_LINK;
+}
+
+/*
+ * The link sf_gf_walk() found, judged against what the call produced, or
+ * (name_to_handle_at) with nothing to compare. Global, and called after
+ * the walk, not from it: the walk's frames and the judgment's are never
+ * on the stack together. The path is still in the task's walk buffer.
+ */
+__noinline int sf_gf_pw_judge(struct sf_walk_req *r)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct sf_walk_buf *wb;
+
+	if (!r)
+		return 0;
+	wb = bpf_task_storage_get(&sf_gwalk, cur, 0, 0);
+	if (!wb)
+		return 0;
+	sf_pw_judge(cur, r, wb->buf);
 	return 0;
 }
 
-static __always_inline void sf_walk_judge(const struct sf_sandbox_ref *sb,
-					  long nr, int dirfd, const void *upath,
-					  bool have_obj, __u64 o_mnt, __u64 o_d,
-					  struct inode *o_inode)
+/* Fills r (in the program's scratch) for sf_walk_run(). */
+static __always_inline void sf_walk_fill(struct sf_walk_req *r,
+					 const struct sf_sandbox_ref *sb,
+					 long nr, int dirfd, const void *upath,
+					 bool have_obj, __u64 o_mnt, __u64 o_d,
+					 struct inode *o_inode)
 {
-	struct sf_walk_req r = {
-		.sb = *sb,
-		.nr = nr,
-		.dirfd = dirfd,
-		.have_obj = have_obj,
-		.upath = (__u64)upath,
-		.o_mnt = o_mnt,
-		.o_d = o_d,
-		.o_inode = (__u64)o_inode,
-	};
+	r->sb = *sb;
+	r->nr = nr;
+	r->dirfd = dirfd;
+	r->have_obj = have_obj;
+	r->upath = (__u64)upath;
+	r->o_mnt = o_mnt;
+	r->o_d = o_d;
+	r->o_inode = (__u64)o_inode;
+}
 
-	sf_gf_walk(&r);
+/*
+ * Walks r's path and judges what it found. Called from the program itself
+ * (never from a global function) so that the walk's frames stack on the
+ * program's frame alone: see struct sf_scratch.
+ */
+static __always_inline void sf_walk_run(struct sf_walk_req *r)
+{
+	if (sf_gf_walk(r))
+		sf_gf_pw_judge(r);
 }
 
 /* --- Protected objects by path ------------------------------------------------ */
@@ -902,27 +971,43 @@ struct sf_prw {
 	__s32 over;     /* deeper than the stack: unknown, as protected as above */
 };
 
+/* What sf_gf_prot_path() judges: one or two paths (0: none) of a call. */
+struct sf_prot_req {
+	struct sf_sandbox_ref sb;
+	__s64 nr;
+	__u32 what; /* SF_WHAT_PROT_* */
+	__s32 dirfd[2];
+	__u32 pad;
+	__u64 upath[2];
+	/* sf_gf_prot_path's own: the walk, its lookup key, the verdict. */
+	struct sf_prw prw;
+	struct sf_guard_dirent key;
+	struct sf_verdict v;
+};
+
+/* bpf_loop's context (on the stack): the walk's state is in the request. */
 struct sf_pscan {
 	char *buf;
 	__s32 len;
 	__s32 start;
-	struct sf_prw prw;
+	struct sf_prot_req *r;
 };
 
 /* One component of a protected-object walk (global: verified once). */
-__noinline int sf_gf_prw_comp(struct sf_prw *w, int off, int len)
+__noinline int sf_gf_prw_comp(struct sf_prot_req *r, int off, int len)
 {
-	struct sf_guard_dirent key = {};
 	struct sf_guard_inode *child;
 	struct sf_walk_buf *wb;
 	struct sf_prw_ent *e;
 	struct inode *inode;
 	__u32 prev_lost = 0, prev_prot = 0;
+	struct sf_prw *w;
 	long num = 0;
 	int cls;
 
-	if (!w)
+	if (!r)
 		return 0;
+	w = &r->prw;
 	wb = bpf_task_storage_get(&sf_gwalk, bpf_get_current_task_btf(), 0, 0);
 	if (!wb)
 		return 0;
@@ -943,17 +1028,19 @@ __noinline int sf_gf_prw_comp(struct sf_prw *w, int off, int len)
 		w->over++;
 		return 0;
 	}
+	/* The key's name is compared whole: zero past the component. */
+	__builtin_memset(&r->key, 0, sizeof(r->key));
 	if (w->top > 0) {
 		e = &wb->stk[(w->top - 1) & (SF_PRW_DEPTH - 1)];
 		prev_lost = e->lost;
 		prev_prot = e->prot;
-		key.parent = e->k;
+		r->key.parent = e->k;
 	} else {
 		struct dentry *base = (void *)w->d;
 
 		inode = BPF_CORE_READ(base, d_inode);
 		if (inode)
-			sf_inode_key(inode, &key.parent);
+			sf_inode_key(inode, &r->key.parent);
 		else
 			prev_lost = 1;
 	}
@@ -964,9 +1051,9 @@ __noinline int sf_gf_prw_comp(struct sf_prw *w, int off, int len)
 		for (int i = 0; i < SF_GUARD_PROTNAME_LEN - 1; i++) {
 			if (i >= len)
 				break;
-			key.name[i] = wb->buf[(off + i) & SF_PATH_MASK];
+			r->key.name[i] = wb->buf[(off + i) & SF_PATH_MASK];
 		}
-		child = bpf_map_lookup_elem(&sf_gprotn, &key);
+		child = bpf_map_lookup_elem(&sf_gprotn, &r->key);
 		if (child) {
 			e->k = *child;
 			e->lost = 0;
@@ -989,7 +1076,7 @@ static long sf_prw_step(__u32 i, void *ctx)
 	c = pos < sc->len ? sc->buf[pos & SF_PATH_MASK] : '/';
 	if (c == '/') {
 		if (sc->start >= 0) {
-			sf_gf_prw_comp(&sc->prw, sc->start, pos - sc->start);
+			sf_gf_prw_comp(sc->r, sc->start, pos - sc->start);
 			sc->start = -1;
 		}
 		return 0;
@@ -999,62 +1086,88 @@ static long sf_prw_step(__u32 i, void *ctx)
 	return 0;
 }
 
-/* What sf_gf_prot_path() judges. */
-struct sf_prot_req {
-	struct sf_sandbox_ref sb;
-	__s64 nr;
-	__u32 what; /* SF_WHAT_PROT_* */
-	__s32 dirfd;
-	__u64 upath;
-};
-
 /*
  * Does the path (dirfd, upath) name a protected object, or something in
  * one? Followed lexically from its base through the registered directory
  * entries (a symbolic link on the way is not followed: docs/guard.md).
- * Kills (or audits) and returns 1 if so. Global: verified once.
+ * Kills (or audits) and returns 1 if so.
  */
-__noinline int sf_gf_prot_path(struct sf_prot_req *r)
+static __always_inline int sf_prot_path_one(struct task_struct *cur,
+					    struct sf_prot_req *r, int dirfd,
+					    __u64 upath)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
-	struct sf_verdict v = {};
-	struct sf_sandbox_ref sb;
 	struct sf_walk_buf *wb;
-	struct sf_pscan sc = {};
+	struct sf_pscan sc;
+	struct sf_prw *w;
 	bool prot = false;
 	int len, tail;
 
-	if (!r)
-		return 0;
-	sb = r->sb;
+	w = &r->prw;
+	/* Scratch holds the last walk's state: every field starts at zero. */
+	__builtin_memset(w, 0, sizeof(*w));
 	wb = bpf_task_storage_get(&sf_gwalk, cur, 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!wb)
 		return 0;
-	len = sf_read_path(cur, wb, r->dirfd, (void *)r->upath, &sc.prw.mnt,
-			   &sc.prw.d);
+	len = sf_read_path(cur, wb, dirfd, (void *)upath, &w->mnt, &w->d);
 	if (len < 0)
 		return 0;
 	sc.buf = wb->buf;
 	sc.len = len;
 	sc.start = -1;
-	sc.prw.rmnt = (__u64)BPF_CORE_READ(cur, fs, root.mnt);
-	sc.prw.rd = (__u64)BPF_CORE_READ(cur, fs, root.dentry);
+	sc.r = r;
+	w->rmnt = (__u64)BPF_CORE_READ(cur, fs, root.mnt);
+	w->rd = (__u64)BPF_CORE_READ(cur, fs, root.dentry);
 	bpf_loop(len + 1, sf_prw_step, &sc, 0);
-	if (sc.prw.top > 0)
-		prot = wb->stk[(sc.prw.top - 1) & (SF_PRW_DEPTH - 1)].prot;
-	if (!prot && !sf_dentry_protected((struct dentry *)sc.prw.d))
+	if (w->top > 0)
+		prot = wb->stk[(w->top - 1) & (SF_PRW_DEPTH - 1)].prot;
+	if (!prot && !sf_dentry_protected((struct dentry *)w->d))
 		return 0;
 	/* The event names the path's last SF_GUARD_NAME_LEN - 1 bytes. */
 	tail = len > SF_GUARD_NAME_LEN - 1 ? len - (SF_GUARD_NAME_LEN - 1) : 0;
-	v.enforcer = SF_ENFORCER_SIGNAL;
-	v.action = sf_kill_action(&sb);
-	v.what = r->what;
-	v.why = SF_WHY_PROTECTED;
-	v.syscall_nr = r->nr;
-	sf_emit(&sb, &v, cur, NULL, wb->buf + (tail & SF_PATH_MASK),
+	__builtin_memset(&r->v, 0, sizeof(r->v));
+	r->v.enforcer = SF_ENFORCER_SIGNAL;
+	r->v.action = sf_kill_action(&r->sb);
+	r->v.what = r->what;
+	r->v.why = SF_WHY_PROTECTED;
+	r->v.syscall_nr = r->nr;
+	sf_emit(&r->sb, &r->v, cur, NULL, wb->buf + (tail & SF_PATH_MASK),
 		SF_GUARD_NAME_LEN);
 	return 1;
+}
+
+/*
+ * The paths of r, one walk each: the second only when the first killed
+ * nobody. Global: verified once. r is in the calling program's scratch
+ * (struct sf_scratch).
+ */
+__noinline int sf_gf_prot_path(struct sf_prot_req *r)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+
+	if (!r)
+		return 0;
+	if (r->upath[0] && sf_prot_path_one(cur, r, r->dirfd[0], r->upath[0]))
+		return 1;
+	if (r->upath[1])
+		return sf_prot_path_one(cur, r, r->dirfd[1], r->upath[1]);
+	return 0;
+}
+
+/* Fills r (in the program's scratch) for sf_gf_prot_path(). */
+static __always_inline void sf_prot_fill(struct sf_prot_req *r,
+					 const struct sf_sandbox_ref *sb,
+					 long nr, __u32 what, int dirfd1,
+					 __u64 upath1, int dirfd2, __u64 upath2)
+{
+	r->sb = *sb;
+	r->nr = nr;
+	r->what = what;
+	r->dirfd[0] = dirfd1;
+	r->upath[0] = upath1;
+	r->dirfd[1] = dirfd2;
+	r->upath[1] = upath2;
+	r->pad = 0;
 }
 
 #endif /* SANDFENCE_BPF_GUARD_SIG_WALK_BPF_H_ */
