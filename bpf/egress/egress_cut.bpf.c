@@ -40,13 +40,20 @@ struct {
 	__type(value, struct sf_cut_request);
 } sf_cut_req SEC(".maps");
 
+/*
+ * The walk over the socket's cgroup ancestry (bpf_loop's context). The
+ * ancestors' ids are read level by level as the walk gets there, not into
+ * an array first: an array of SF_MAX_CGROUP_DEPTH ids on the stack put
+ * this program's call chain over its stack budget (bpf/tools/stack_check).
+ */
 struct sf_cut_walk {
-	__u64 ids[SF_MAX_CGROUP_DEPTH];
+	__u64 cg; /* the socket's struct cgroup *, read only with probe reads */
+	int level; /* its level */
+	__u8 own_netns;
+	__u8 found;
 	struct sf_dest d;
 	struct sf_decision dec;
 	__u64 id;
-	__u8 own_netns;
-	__u8 found;
 };
 
 static __always_inline __u64 sf_cg_ancestor_id(struct cgroup *cg, int level)
@@ -57,33 +64,12 @@ static __always_inline __u64 sf_cg_ancestor_id(struct cgroup *cg, int level)
 	return anc ? BPF_CORE_READ(anc, kn, id) : 0;
 }
 
-struct sf_cut_fill {
-	struct sf_cut_walk *w;
-	__u64 cg; /* struct cgroup *, read only with probe reads */
-	int level;
-};
-
-/* ids[l - 1] = the id of the socket's cgroup's ancestor at level l. A
+/*
+ * The hooks' walk (sf_walk_level): outermost sandbox first, stop at a deny.
+ * Level L (from 0) is the socket's cgroup's ancestor at level L + 1. A
  * callback, not an unrolled loop: unrolled, each level's branches multiply
- * the verifier's states (280,000 instructions processed, 0.7 s per load). */
-static long sf_cut_fill_level(__u32 i, void *ctx)
-{
-	struct sf_cut_fill *f = ctx;
-	__u64 id;
-
-	if ((int)i >= f->level)
-		return 1;
-	id = sf_cg_ancestor_id((struct cgroup *)f->cg, i + 1);
-	/* Checked on the register that indexes (a stack write needs the bound
-	 * proven; clang would otherwise test a copy). */
-	barrier_var(i);
-	if (i >= SF_MAX_CGROUP_DEPTH)
-		return 1;
-	f->w->ids[i] = id;
-	return 0;
-}
-
-/* The hooks' walk (sf_walk_level): outermost sandbox first, stop at a deny. */
+ * the verifier's states (280,000 instructions processed, 0.7 s per load).
+ */
 static long sf_cut_level(__u32 level, void *ctx)
 {
 	struct sf_cut_walk *w = ctx;
@@ -91,9 +77,9 @@ static long sf_cut_level(__u32 level, void *ctx)
 	struct sf_decision dec = {};
 	__u64 id;
 
-	if (level >= SF_MAX_CGROUP_DEPTH)
+	if (level >= SF_MAX_CGROUP_DEPTH || (int)level >= w->level)
 		return 1;
-	id = w->ids[level];
+	id = sf_cg_ancestor_id((struct cgroup *)w->cg, level + 1);
 	if (!id)
 		return 1;
 	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
@@ -138,9 +124,8 @@ static __always_inline void sf_cut_sock(struct seq_file *seq, struct sock *sk,
 	if (level < req->level ||
 	    sf_cg_ancestor_id(cg, req->level) != req->sandbox)
 		return;
-	struct sf_cut_fill fill = { .w = &w, .cg = (__u64)cg, .level = level };
-
-	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_cut_fill_level, &fill, 0);
+	w.cg = (__u64)cg;
+	w.level = level;
 
 	family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family == AF_INET) {
