@@ -307,12 +307,13 @@ static __noinline int sf_unix_verify_connect(int fd)
 }
 
 /*
- * Every successful bind() on the host: an AF_UNIX name bound inside a
- * sandbox is remembered with the binder's ancestry; bound anywhere else,
- * the name is forgotten (it is no longer the sandbox's).
+ * A successful bind() of fd: an AF_UNIX name bound inside a sandbox is
+ * remembered with the binder's ancestry; bound anywhere else, the name is
+ * forgotten (it is no longer the sandbox's). A function of its own, like
+ * sf_unix_verify_connect(): the two large keys here and that one's frame
+ * are never on the stack together.
  */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sf_unix_bind_exit, struct pt_regs *regs, long ret)
+static __noinline int sf_unix_track_bind(int fd)
 {
 	struct sf_unix_key k = {};
 	struct sf_unix_binder binder = {};
@@ -323,13 +324,7 @@ int BPF_PROG(sf_unix_bind_exit, struct pt_regs *regs, long ret)
 	bool sandboxed = false;
 	int level;
 
-	if (ret != 0)
-		return 0;
-	if (regs->orig_ax == SF_NR_CONNECT)
-		return sf_unix_verify_connect((int)regs->di);
-	if (regs->orig_ax != SF_NR_BIND)
-		return 0;
-	f = sf_fd_file(bpf_get_current_task_btf(), (int)regs->di);
+	f = sf_fd_file(bpf_get_current_task_btf(), fd);
 	if (!f)
 		return 0;
 	/* Another thread may have put something else under the fd since. */
@@ -363,6 +358,24 @@ int BPF_PROG(sf_unix_bind_exit, struct pt_regs *regs, long ret)
 	else
 		bpf_map_delete_elem(&sf_unix_bound, &k);
 	return 0;
+}
+
+/*
+ * Every successful bind() and connect() on the host: binds are tracked
+ * (sf_unix_track_bind), and a connect the hooks let through as the
+ * sandbox's own path is checked against the socket it reached
+ * (sf_unix_verify_connect).
+ */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sf_unix_bind_exit, struct pt_regs *regs, long ret)
+{
+	if (ret != 0)
+		return 0;
+	if (regs->orig_ax == SF_NR_CONNECT)
+		return sf_unix_verify_connect((int)regs->di);
+	if (regs->orig_ax != SF_NR_BIND)
+		return 0;
+	return sf_unix_track_bind((int)regs->di);
 }
 
 char LICENSE[] SEC("license") = "GPL";
