@@ -69,68 +69,90 @@ struct {
 	__type(value, struct sf_unix_binder);
 } sf_unix_bound SEC(".maps");
 
+/* The hooks' walk (bpf_loop's context). */
+struct sf_unix_hook_walk {
+	struct sf_unix_walk w;
+	/* Bit L: the name's last binder shares the task's ancestor at level
+	 * L + 1 (so was inside a sandbox there). */
+	__u32 own_levels;
+};
+
+/* One level of the hooks' walk: the task's ancestor there. */
+static long sf_unix_hook_level(__u32 level, void *ctx)
+{
+	struct sf_unix_hook_walk *h = ctx;
+	__u64 id;
+
+	if (level >= SF_MAX_CGROUP_DEPTH)
+		return 1;
+	id = bpf_get_current_ancestor_cgroup_id(level + 1);
+	if (!id)
+		return 1;
+	return sf_unix_level(&h->w, level, id, h->own_levels & (1u << level));
+}
+
 static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 {
 	struct bpf_sock_addr_kern *sa = bpf_cast_to_kern_ctx(ctx);
-	struct sf_unix_walk w = {};
+	struct sf_unix_hook_walk h = {};
+	struct sf_unix_walk *w = &h.w;
 	struct sf_unix_binder *b;
 	int level;
 
-	sf_unix_name(sa->uaddr, sa->uaddrlen, &w.key);
-	for (level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
-		w.ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
-		if (!w.ids[level])
-			break;
-	}
-	w.too_deep =
+	sf_unix_name(sa->uaddr, sa->uaddrlen, &w->key);
+	w->too_deep =
 		bpf_get_current_ancestor_cgroup_id(SF_MAX_CGROUP_DEPTH + 1) != 0;
 
 	/* Scope 0 holds the protected names. */
-	w.key.scope = 0;
-	w.protected = bpf_map_lookup_elem(&sf_unix_protected, &w.key) != NULL;
+	w->key.scope = 0;
+	w->protected = bpf_map_lookup_elem(&sf_unix_protected, &w->key) != NULL;
 
-	w.key.scope = w.key.abstract ? bpf_get_netns_cookie(ctx) : 0;
-	b = bpf_map_lookup_elem(&sf_unix_bound, &w.key);
+	w->key.scope = w->key.abstract ? bpf_get_netns_cookie(ctx) : 0;
+	b = bpf_map_lookup_elem(&sf_unix_bound, &w->key);
 	if (b) {
 		for (level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
-			if (w.ids[level] && b->ids[level] == w.ids[level])
-				w.own_levels |= 1u << level;
+			__u64 id = bpf_get_current_ancestor_cgroup_id(level + 1);
+
+			if (!id)
+				break;
+			if (b->ids[level] == id)
+				h.own_levels |= 1u << level;
 		}
 	}
 
-	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_unix_level, &w, 0);
-	if (!w.found) {
+	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_unix_hook_level, &h, 0);
+	if (!w->found) {
 		/* Attached only to sandboxes: a task that finds none escaped
 		 * or outlived its sandbox. Counted under sandbox 0. */
-		sf_unix_set(&w.dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX,
+		sf_unix_set(&w->dec, SF_VERDICT_DENY, SF_REASON_NO_SANDBOX,
 			    SF_NO_RULE);
-		w.id = 0;
-		w.ring = SF_MAX_DRIVERS;
-		sf_unix_record(&w, hook, ctx->type);
+		w->id = 0;
+		w->ring = SF_MAX_DRIVERS;
+		sf_unix_record(w, hook, ctx->type);
 		return 0;
 	}
-	if (w.too_deep)
-		sf_unix_set(&w.dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
+	if (w->too_deep)
+		sf_unix_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
 			    SF_NO_RULE);
-	sf_unix_apply_audit(&w);
+	sf_unix_apply_audit(w);
 	/* A path is a name, not a socket: the sandbox may have swapped the
 	 * one it bound for a link to an outside socket. A connect gets
 	 * checked against what it reached (sf_unix_bind_exit); an abstract
 	 * name cannot be swapped while the tracker sees every bind. */
-	if (w.dec.verdict != SF_VERDICT_DENY && w.own_id && !w.key.abstract &&
+	if (w->dec.verdict != SF_VERDICT_DENY && w->own_id && !w->key.abstract &&
 	    hook == SF_HOOK_CONNECT_UNIX) {
 		struct sf_unix_pending p = {
-			.sandbox = w.own_id,
-			.level = w.own_level,
-			.generation = w.own_generation,
-			.ring = w.own_ring,
+			.sandbox = w->own_id,
+			.level = w->own_level,
+			.generation = w->own_generation,
+			.ring = w->own_ring,
 		};
 		__u64 cookie = bpf_get_socket_cookie(ctx);
 
 		bpf_map_update_elem(&sf_unix_verify, &cookie, &p, BPF_ANY);
 	}
-	sf_unix_record(&w, hook, ctx->type);
-	return w.dec.verdict != SF_VERDICT_DENY;
+	sf_unix_record(w, hook, ctx->type);
+	return w->dec.verdict != SF_VERDICT_DENY;
 }
 
 /* libbpf 1.1 does not know the unix section names: the controller sets the

@@ -72,12 +72,18 @@ static __always_inline void sf_unix_name(const void *uaddr, __u32 alen,
 		bpf_probe_read_kernel(k->name, n, uaddr + 2);
 }
 
+/*
+ * One name judged by the sandboxes of a task's ancestry. The ancestors'
+ * ids are not kept here: an array of them on the stack put the hooks'
+ * call chains over their stack budget (bpf/tools/stack_check). Each
+ * enforcer's walk reads the id of the level it is at and hands it to
+ * sf_unix_level, with whether the name is the sandbox's own there from a
+ * mask the enforcer computes before the walk (computed during the walk,
+ * it made each level's verifier states differ from the last one's: 2.5
+ * times the instructions processed).
+ */
 struct sf_unix_walk {
-	__u64 ids[SF_MAX_CGROUP_DEPTH];
 	struct sf_unix_key key; /* scope set per sandbox */
-	/* Bit L: the name's last binder shares the task's ancestor at level
-	 * L + 1 (so was inside a sandbox there). */
-	__u16 own_levels;
 	/* The deepest sandbox that allowed the name as its own (own_id 0:
 	 * none), for the check at the connect's exit. */
 	__u8 own_level;
@@ -109,18 +115,20 @@ static __always_inline void sf_unix_set(struct sf_decision *d, __u8 verdict,
 	d->rule_id = rule_id;
 }
 
-static long sf_unix_level(__u32 level, void *ctx)
+/*
+ * One level of the walk, outermost first: id is the task's ancestor at
+ * cgroup level `level` + 1 (never 0); own, whether the name is the own of
+ * a process there (the name's last binder, or the server's socket, shares
+ * that ancestor: it was inside the sandbox). Returns 1 to stop the walk
+ * (bpf_loop's convention): each enforcer's bpf_loop callback finds the
+ * level's id and own, and calls this.
+ */
+static __always_inline long sf_unix_level(struct sf_unix_walk *w,
+					  __u32 level, __u64 id, bool own)
 {
-	struct sf_unix_walk *w = ctx;
 	const struct sf_sandbox *sb;
 	struct sf_rule_ref *ref;
-	__u64 id;
 
-	if (level >= SF_MAX_CGROUP_DEPTH)
-		return 1;
-	id = w->ids[level];
-	if (!id)
-		return 1;
 	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
 	if (!sb)
 		return 0;
@@ -155,7 +163,7 @@ static long sf_unix_level(__u32 level, void *ctx)
 		return 0;
 	}
 	/* Bound last by a process at or below this sandbox. */
-	if (w->own_levels & (1u << level)) {
+	if (own) {
 		sf_unix_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_UNIX_OWN,
 			    SF_NO_RULE);
 		/* Checked at the connect's exit (a swapped path): by the

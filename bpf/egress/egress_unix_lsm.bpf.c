@@ -50,32 +50,45 @@ static __always_inline __u64 sf_ancestor_id(struct cgroup *cg, int cg_level,
  * sandbox's own there. Under bpf_loop (one level verified once): 6.1's
  * verifier gives up on the unrolled walks. */
 struct sf_lsm_walk {
-	struct sf_unix_walk w; /* first: bpf_loop's sf_unix_level gets &w */
+	struct sf_unix_walk w;
 	struct cgroup *cg, *peer_cg;
 	int cg_level, peer_level;
+	/* Bit L: the server's socket is the sandbox's own at level L + 1. */
+	__u32 own_levels;
 };
 
-static long sf_lsm_level(__u32 i, void *ctx)
+/* First pass: own_levels. Apart from the judging walk (sf_lsm_level), so
+ * that a level's states there do not differ by the bits set before. */
+static long sf_lsm_own_level(__u32 i, void *ctx)
 {
 	struct sf_lsm_walk *l = ctx;
-	__u64 id, idx;
+	__u64 id;
 
 	if (i >= SF_MAX_CGROUP_DEPTH)
 		return 1;
 	id = sf_ancestor_id(l->cg, l->cg_level, i + 1);
 	if (!id)
 		return 1;
-	/* Masked for 6.1's verifier, which saw the bound above on another
-	 * register (the barrier keeps clang from dropping the mask). */
-	idx = i;
-	barrier_var(idx);
-	idx &= SF_MAX_CGROUP_DEPTH - 1;
-	l->w.ids[idx] = id;
 	/* The server's socket is the sandbox's own at every level where its
 	 * cgroup (where it was created) shares the task's ancestor. */
 	if (sf_ancestor_id(l->peer_cg, l->peer_level, i + 1) == id)
-		l->w.own_levels |= 1u << i;
+		l->own_levels |= 1u << i;
 	return 0;
+}
+
+/* The judging walk: the task's ancestor at each level, read again (a
+ * cgroup's ancestors never change) instead of kept in an array. */
+static long sf_lsm_level(__u32 i, void *ctx)
+{
+	struct sf_lsm_walk *l = ctx;
+	__u64 id;
+
+	if (i >= SF_MAX_CGROUP_DEPTH)
+		return 1;
+	id = sf_ancestor_id(l->cg, l->cg_level, i + 1);
+	if (!id)
+		return 1;
+	return sf_unix_level(&l->w, i, id, l->own_levels & (1u << i));
 }
 
 /* Judge the calling task's reach to the AF_UNIX socket peer, record it,
@@ -102,7 +115,7 @@ static __always_inline int sf_unix_lsm(struct sock *sk, struct sock *peer,
 	peer_cg = BPF_CORE_READ(peer, sk_cgrp_data.cgroup);
 	l.peer_cg = peer_cg;
 	l.peer_level = peer_cg ? BPF_CORE_READ(peer_cg, level) : 0;
-	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_lsm_level, &l, 0);
+	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_lsm_own_level, &l, 0);
 	w->too_deep = l.cg_level > SF_MAX_CGROUP_DEPTH;
 
 	a = BPF_CORE_READ((struct unix_sock *)peer, addr);
@@ -115,7 +128,7 @@ static __always_inline int sf_unix_lsm(struct sock *sk, struct sock *peer,
 	w->key.scope = 0;
 	w->protected = bpf_map_lookup_elem(&sf_unix_protected, &w->key) != NULL;
 
-	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_unix_level, w, 0);
+	bpf_loop(SF_MAX_CGROUP_DEPTH, sf_lsm_level, &l, 0);
 	if (!w->found)
 		return 0;
 	if (w->too_deep)
