@@ -25,8 +25,14 @@
 # host's apt sources), SANDFENCE_BOX_PACKAGES (more packages for the box).
 #
 # Exit status: 0 built or cached; 77 when it cannot run here (not root, a
-# tool missing), with the reason after SANDFENCE_VAGRANT_SKIP:; 1 on failure.
-set -euo pipefail
+# tool missing: vagrant/install-deps.sh installs them), with the reason after
+# SANDFENCE_VAGRANT_SKIP:; 1 on failure, with what failed after FAILED:.
+#
+# Under pipefail, no pipe here is closed before its writer is done (no
+# `| head`, `| grep -q`, awk's `exit` on a pipe): the writer's SIGPIPE would
+# fail the pipeline.
+set -Eeuo pipefail
+shopt -s inherit_errexit
 
 readonly SKIP_STATUS=77
 readonly BOX_NAME=sandfence/bookworm
@@ -53,6 +59,15 @@ die() {
 	printf 'build-box: FAILED: %s\n' "$*" >&2
 	exit 1
 }
+# A command that fails where none was expected names itself and its line
+# (once per shell: where it happened, then where a $(...) called it).
+on_err() {
+	local status=$?
+	[ "${err_pid:-}" != "$BASHPID" ] || return 0
+	err_pid=$BASHPID
+	printf 'build-box: FAILED: line %s: %s (exit %s)\n' "$1" "$2" "$status" >&2
+}
+trap 'on_err "$LINENO" "$BASH_COMMAND"' ERR
 skip() {
 	printf 'SANDFENCE_VAGRANT_SKIP: %s\n' "$*"
 	exit "$SKIP_STATUS"
@@ -67,7 +82,7 @@ while [ $# -gt 0 ]; do
 	--add) add=1 ;;
 	--force) force=1 ;;
 	-h | --help)
-		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+		sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -82,37 +97,46 @@ done
 for tool in debootstrap:debootstrap qemu-img:qemu-utils sfdisk:fdisk losetup:mount \
 	mkfs.ext4:e2fsprogs flock:util-linux; do
 	command -v "${tool%%:*}" >/dev/null 2>&1 ||
-		skip "${tool%%:*} is not installed (Debian: ${tool#*:})"
+		skip "${tool%%:*} is not installed (Debian: ${tool#*:}; vagrant/install-deps.sh installs it)"
 done
 
 # --- Inputs: mirror, key, insecure key -----------------------------------------
 
 # The first Debian mirror the host's apt sources use for bookworm main (both
 # the one-line and the deb822 formats): the archive this host can reach.
+# Prints one line at most (awk reads files here, so its `exit` closes no pipe).
 host_mirror() { # SUITE
-	local suite=$1 f
+	local suite=$1 f m
 	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
 		[ -f "$f" ] || continue
-		awk -v s="$suite" '$1 == "deb" {
+		m=$(awk -v s="$suite" '$1 == "deb" {
 			i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-			if ($(i + 1) == s) { print $i; exit } }' "$f"
+			if ($(i + 1) == s) { print $i; exit } }' "$f")
+		[ -z "$m" ] || {
+			echo "$m"
+			return 0
+		}
 	done
 	for f in /etc/apt/sources.list.d/*.sources; do
 		[ -f "$f" ] || continue
-		awk -v s="$suite" 'BEGIN { RS = ""; FS = "\n" } {
+		m=$(awk -v s="$suite" 'BEGIN { RS = ""; FS = "\n" } {
 			uri = ""; ok = 0; deb = 0
 			for (i = 1; i <= NF; i++) {
 				if ($i ~ /^URIs:/) { split($i, u, " "); uri = u[2] }
 				if ($i ~ /^Types:/ && $i ~ /[ \t]deb([ \t]|$)/) deb = 1
 				if ($i ~ /^Suites:/) { n = split($i, w, " "); for (j = 2; j <= n; j++) if (w[j] == s) ok = 1 }
 			}
-			if (ok && deb && uri != "") { print uri; exit } }' "$f"
+			if (ok && deb && uri != "") { print uri; exit } }' "$f")
+		[ -z "$m" ] || {
+			echo "$m"
+			return 0
+		}
 	done
 }
 
-mirror=${SANDFENCE_DEBIAN_MIRROR:-$(host_mirror "$SUITE" | head -n1)}
+mirror=${SANDFENCE_DEBIAN_MIRROR:-$(host_mirror "$SUITE")}
 [ -n "$mirror" ] || skip "no Debian $SUITE mirror in /etc/apt/sources.list* (set SANDFENCE_DEBIAN_MIRROR)"
-security_mirror=$(host_mirror "$SUITE-security" | head -n1)
+security_mirror=$(host_mirror "$SUITE-security")
 packages="$PACKAGES ${SANDFENCE_BOX_PACKAGES:-}"
 
 insecure_key=""
@@ -123,19 +147,28 @@ for k in /usr/share/rubygems-integration/all/gems/vagrant-*/keys/vagrant.pub \
 		break
 	fi
 done
-[ -n "$insecure_key" ] || skip "Vagrant's insecure public key (keys/vagrant.pub) was not found: is vagrant installed? (Debian: vagrant)"
+[ -n "$insecure_key" ] || skip "Vagrant's insecure public key (keys/vagrant.pub) was not found: is vagrant installed? (Debian: vagrant; vagrant/install-deps.sh installs it)"
 
 cache=${SANDFENCE_VAGRANT_CACHE:-/var/cache/sandfence-vagrant}
-mkdir -p "$cache/debs"
+mkdir -p "$cache/debs" || die "cannot create the cache $cache/debs"
 exec 9>"$cache/.lock"
-flock 9 # one build at a time; a second caller then finds the box cached
+# One build at a time; a second caller then finds the box cached.
+flock -n 9 || {
+	log "another build-box.sh holds $cache/.lock: waiting for it"
+	flock 9
+}
 
 # Debian's kernel version is part of the key (as the VM runner keys its
 # kernel): a new kernel in the archive means a new box. linux-image-amd64's
 # version is its kernel's (one apt-cache call: each can take seconds).
+# apt-cache's whole output is read before awk looks at it: an awk that
+# exited at the Candidate: line would close the pipe while apt-cache still
+# writes, and pipefail would end the script with apt-cache's SIGPIPE (141).
 kernel_version() {
-	apt-cache policy linux-image-amd64 2>/dev/null |
-		awk '$1 == "Candidate:" && $2 != "(none)" { print "linux-image-amd64=" $2; exit }'
+	local policy
+	policy=$(apt-cache policy linux-image-amd64 2>/dev/null) || policy=""
+	awk '$1 == "Candidate:" && $2 != "(none)" && v == "" { v = $2 }
+		END { if (v != "") print "linux-image-amd64=" v }' <<<"$policy"
 }
 # --- Build -----------------------------------------------------------------------
 
@@ -171,7 +204,8 @@ build_box() {
 	# One ext4 partition from 1 MiB (GRUB's core image goes in the gap).
 	truncate -s "${DISK_GIB}G" "$img"
 	printf 'label: dos\nstart=2048, type=83, bootable\n' | sfdisk -q "$img"
-	loop=$(losetup --find --show --partscan "$img")
+	loop=$(losetup --find --show --partscan "$img") ||
+		die "losetup could not attach the disk image (no free loop device? in a container, /dev/loop* must be there)"
 	local part=${loop}p1 n=0
 	# Some kernels read no partition table (no CONFIG_MSDOS_PARTITION):
 	# then the partition is added from user space.
@@ -181,8 +215,8 @@ build_box() {
 		n=$((n + 1))
 	done
 	[ -b "$part" ] || die "no partition device $part for $loop (losetup --partscan)"
-	mkfs.ext4 -q -L sandfence-root "$part"
-	mount "$part" "$mnt"
+	mkfs.ext4 -q -L sandfence-root "$part" || die "mkfs.ext4 $part failed"
+	mount "$part" "$mnt" || die "mount $part $mnt failed"
 	local uuid
 	uuid=$(blkid -s UUID -o value "$part")
 
@@ -312,7 +346,7 @@ EOF
 	mnt=""
 	local t3
 	t3=$(now)
-	qemu-img convert -O qcow2 "$img" "$work/box.img"
+	qemu-img convert -O qcow2 "$img" "$work/box.img" || die "qemu-img convert to qcow2 failed"
 	rm -f "$img"
 	cat >"$work/metadata.json" <<EOF
 {"provider": "libvirt", "format": "qcow2", "virtual_size": $DISK_GIB}
@@ -325,7 +359,7 @@ Vagrant.configure("2") do |config|
   end
 end
 EOF
-	tar -C "$work" -cf "$work/box.tar" metadata.json Vagrantfile box.img
+	tar -C "$work" -cf "$work/box.tar" metadata.json Vagrantfile box.img || die "tar of the box failed"
 	rm -rf "$cache/kernel"
 	mv "$work/kernel" "$cache/kernel"
 	mv "$work/box.tar" "$box"
@@ -392,27 +426,35 @@ flock -u 9
 echo "box: $BOX_NAME $version ($box)"
 
 if [ "$add" -eq 1 ]; then
-	command -v vagrant >/dev/null 2>&1 || skip "vagrant is not installed (Debian: vagrant)"
+	command -v vagrant >/dev/null 2>&1 ||
+		skip "vagrant is not installed (Debian: vagrant; vagrant/install-deps.sh installs it)"
 	export VAGRANT_CHECKPOINT_DISABLE=1
-	versions() { # the versions of our box that Vagrant has
-		vagrant box list --machine-readable 2>/dev/null | awk -F, -v b="$BOX_NAME" \
-			'$3 == "box-name" { n = $4 } $3 == "box-version" && n == b { print $4 }'
+	versions() { # the versions of our box that Vagrant has, one a line
+		local list
+		list=$(vagrant box list --machine-readable 2>&1) ||
+			die "vagrant box list failed: $list"
+		awk -F, -v b="$BOX_NAME" \
+			'$3 == "box-name" { n = $4 } $3 == "box-version" && n == b { print $4 }' <<<"$list"
 	}
-	if versions | grep -qx "$version"; then
+	have=$(versions)
+	if [[ $'\n'"$have"$'\n' == *$'\n'"$version"$'\n'* ]]; then
 		log "Vagrant has $BOX_NAME $version"
 	else
 		t0=$(now)
-		vagrant box add --provider libvirt "file://$catalogue" >&2
+		vagrant box add --provider libvirt "file://$catalogue" >&2 ||
+			die "vagrant box add --provider libvirt file://$catalogue failed (VAGRANT_HOME=${VAGRANT_HOME:-~/.vagrant.d})"
 		log "vagrant box add: $(elapsed "$t0" "$(now)") s"
 	fi
 	# Older versions, in Vagrant and in libvirt's default pool.
-	versions | while read -r v; do
-			[ "$v" = "$version" ] && continue
-			log "removing $BOX_NAME $v"
-			vagrant box remove --force --provider libvirt --box-version "$v" "$BOX_NAME" >&2 || true
-			if command -v virsh >/dev/null 2>&1; then
-				virsh -c qemu:///system vol-delete --pool default \
-					"sandfence-VAGRANTSLASH-bookworm_vagrant_box_image_${v}_box.img" >/dev/null 2>&1 || true
-			fi
-		done
+	have=$(versions)
+	for v in $have; do
+		[ "$v" != "$version" ] || continue
+		log "removing $BOX_NAME $v"
+		vagrant box remove --force --provider libvirt --box-version "$v" "$BOX_NAME" >&2 ||
+			log "could not remove $BOX_NAME $v from Vagrant (left in place)"
+		if command -v virsh >/dev/null 2>&1; then
+			virsh -c qemu:///system vol-delete --pool default \
+				"sandfence-VAGRANTSLASH-bookworm_vagrant_box_image_${v}_box.img" >/dev/null 2>&1 || true
+		fi
+	done
 fi
