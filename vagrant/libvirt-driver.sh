@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Prints the libvirt domain type the VM can use here: `kvm` where KVM boots a
 # standard kernel, else `qemu` (TCG, emulation). The reason goes to stderr.
 #
@@ -9,9 +9,13 @@
 #
 # Environment: SANDFENCE_LIBVIRT_DRIVER (kvm or qemu: no probe),
 # SANDFENCE_VAGRANT_CACHE (where build-box.sh keeps the box's kernel).
-set -eu
+#
+# Exit status: 0 with the answer on stdout; 2 for a bad setting; 1 when a
+# step failed, named on stderr after FAILED:.
+set -Eeuo pipefail
 
 say() { printf 'libvirt-driver: %s\n' "$*" >&2; }
+trap 'say "FAILED: line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 
 case "${SANDFENCE_LIBVIRT_DRIVER:-}" in
 kvm | qemu)
@@ -62,7 +66,10 @@ if [ -z "$kernel" ] || [ -z "$qemu" ]; then
 	exit 0
 fi
 
-log=$(mktemp)
+log=$(mktemp) || {
+	say "FAILED: mktemp (for the KVM probe's console log)"
+	exit 1
+}
 trap 'rm -f "$log"' EXIT
 # 30 s is far more than a kernel under KVM needs to give up on its root
 # (about a second); a KVM that cannot run it hangs or fails at once.

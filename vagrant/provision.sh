@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Provisioning steps for the Vagrant VM (run as root by the Vagrantfile).
 #
 #   provision.sh lsm     put BPF LSM on the kernel command line (the
@@ -19,7 +19,24 @@
 #   provision.sh environ           by hand: root reads another UID's
 #                                  /proc/<pid>/environ, then tries again
 #                                  under `sandfence run --guard lsm`
-set -eu
+#
+# A step that fails says so after "provision: FAILED:", with the command and
+# its line where the failure was not one it expected.
+set -Eeuo pipefail
+shopt -s inherit_errexit
+
+# (Vagrant runs a copy of this file, so the name is spelled out.)
+on_err() {
+	local status=$?
+	[ "${err_pid:-}" != "$BASHPID" ] || return 0
+	err_pid=$BASHPID
+	printf 'provision: FAILED: provision.sh %s, line %s: %s (exit %s)\n' \
+		"${STEP:-}" "$1" "$2" "$status" >&2
+}
+trap 'on_err "$LINENO" "$BASH_COMMAND"' ERR
+# What the EXIT trap runs (one trap, several steps add to it).
+at_exit=""
+trap 'eval "$at_exit"' EXIT
 
 SRC=/vagrant
 BUILD=/vagrant/build
@@ -47,16 +64,31 @@ step_lsm() {
 # needs BPF LSM. A later lsm= on the command line wins over an earlier one.
 GRUB_CMDLINE_LINUX="\$GRUB_CMDLINE_LINUX lsm=$lsm"
 EOF
-	update-grub
+	update-grub || {
+		echo "provision: FAILED: update-grub (with $GRUB_DROPIN)" >&2
+		exit 1
+	}
 	echo "provision: the kernel will start with lsm=$lsm after the reboot"
 }
 
 step_build() {
-	"$SRC/scripts/install-deps.sh"
+	"$SRC/scripts/install-deps.sh" || {
+		echo "provision: FAILED: $SRC/scripts/install-deps.sh" >&2
+		exit 1
+	}
 	# Not a build dependency: the README's policy examples use it.
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl
-	cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build "$BUILD" -j"$(nproc)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl || {
+		echo "provision: FAILED: apt-get install curl" >&2
+		exit 1
+	}
+	cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo || {
+		echo "provision: FAILED: cmake configure of $SRC into $BUILD" >&2
+		exit 1
+	}
+	cmake --build "$BUILD" -j"$(nproc)" || {
+		echo "provision: FAILED: cmake --build $BUILD" >&2
+		exit 1
+	}
 	ln -sf "$BUILD/userspace/cli/sandfence" /usr/local/bin/sandfence
 	echo "provision: built; try: sudo sandfence --help"
 }
@@ -68,7 +100,10 @@ step_test() {
 	# the LSM tests, slowly; `vagrant validate` is for the host. Excluded by
 	# name: the LSM tests themselves carry the label vm too.
 	SANDFENCE_IN_VM=1 ctest --output-on-failure --timeout 600 \
-		-E '^(vm_suite_.*|vm_matrix.*|vagrant_validate|vagrant_up)$'
+		-E '^(vm_suite_.*|vm_matrix.*|vagrant_validate|vagrant_up)$' || {
+		echo "provision: FAILED: ctest in $BUILD (the failed tests are listed above)" >&2
+		exit 1
+	}
 }
 
 # The executables the host-build steps run (paths under BUILD).
@@ -128,7 +163,10 @@ step_suites() {
 		echo "provision: $t"
 		# SANDFENCE_IN_VM=1: a test that cannot load its BPF LSM program
 		# fails here instead of skipping.
-		SANDFENCE_IN_VM=1 SANDFENCE_BINARY_DIR="$build" "$build/$t" || status=1
+		SANDFENCE_IN_VM=1 SANDFENCE_BINARY_DIR="$build" "$build/$t" || {
+			echo "provision: FAILED: $t (exit $?)" >&2
+			status=1
+		}
 	done
 	return $status
 }
@@ -139,7 +177,7 @@ step_environ() {
 	setpriv --reuid 4343 --regid 4343 --clear-groups sleep 600 \
 		</dev/null >/dev/null 2>&1 &
 	pid=$!
-	trap 'kill $pid 2>/dev/null || true' EXIT
+	at_exit="kill $pid 2>/dev/null || true; $at_exit"
 	n=0
 	while [ "$(stat -c %u "/proc/$pid" 2>/dev/null)" != 4343 ] ||
 		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" != sleep ]; do
@@ -162,8 +200,13 @@ step_environ() {
 	# it (and is what the guard must judge).
 	hostproc=/run/sandfence-hostproc
 	mkdir -p "$hostproc"
-	mountpoint -q "$hostproc" || mount -t proc proc "$hostproc"
-	trap 'kill $pid 2>/dev/null || true; umount '"$hostproc"' 2>/dev/null || true' EXIT
+	if ! mountpoint -q "$hostproc"; then
+		mount -t proc proc "$hostproc" || {
+			echo "provision: FAILED: mount -t proc proc $hostproc" >&2
+			exit 1
+		}
+		at_exit="umount $hostproc 2>/dev/null || true; $at_exit"
+	fi
 	echo "\$ sandfence run --guard lsm --network-access inherit -- cat $hostproc/$pid/environ"
 	status=0
 	out=$(sandfence run --guard lsm --network-access inherit -- \
@@ -177,7 +220,9 @@ step_environ() {
 		exit 1
 		;;
 	esac
-	echo "$out" | grep -Eq "^ +denied .*environ.*\(cat\) -> pid $pid \(sleep\)" || {
+	# (A here-string, not `echo | grep -q`: grep's early exit would close
+	# the pipe on echo, and pipefail would count it.)
+	grep -Eq "^ +denied .*environ.*\(cat\) -> pid $pid \(sleep\)" <<<"$out" || {
 		echo "provision: FAILED: no \"denied\" guard event for cat -> pid $pid" >&2
 		exit 1
 	}
@@ -188,6 +233,7 @@ step_environ() {
 	echo "provision: the lsm guard denied a cross-UID /proc/<pid>/environ read"
 }
 
+STEP=${1:-}
 case "${1:-}" in
 lsm) step_lsm ;;
 build) step_build ;;
