@@ -61,7 +61,9 @@ host_mirror() {
 			$1 == "URIs:" { for (i = 2; i <= NF; i++) print $i }
 			$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { print $i; break } }
 		' "$f"
-	done | grep -E '/debian/?$' | head -n1
+	done | awk '/\/debian\/?$/ && m == "" { m = $0 } END { if (m != "") print m }'
+	# (Not `grep | head -n1`: under pipefail head's early exit fails the
+	# writer, and a grep that finds nothing fails the pipeline.)
 }
 mirror=${SANDFENCE_IMAGE_MIRROR:-$(host_mirror)}
 mirror=${mirror:-http://deb.debian.org/debian}
@@ -100,7 +102,7 @@ trap 'exit 1' INT TERM HUP
 cpack=$(command -v cpack)
 "$cpack" -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1 ||
 	{ cat "$tmp/cpack.log" >&2; die "cpack -G DEB failed"; }
-deb=$(find "$tmp/pkg" -maxdepth 1 -name 'sandfence_*.deb' | head -n1)
+deb=$(find "$tmp/pkg" -maxdepth 1 -name 'sandfence_*.deb' -print -quit)
 [ -n "$deb" ] || { cat "$tmp/cpack.log" >&2; die "cpack wrote no sandfence_*.deb"; }
 # The version the binary reports (the package's may be newer when the tree
 # was reconfigured after the last build).

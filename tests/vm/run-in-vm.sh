@@ -275,11 +275,15 @@ else
 	else
 		# Debian keeps one version per suite: the pin is gone. The suites'
 		# newest kernel of the same series still tests this series.
+		# (awk reads apt-cache's whole output: an early `exit` would close
+		# the pipe on it, and pipefail would fail on its SIGPIPE.)
 		pkg=$(apt_k apt-cache depends linux-image-amd64 2>/dev/null |
-			awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+			awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ && p == "" { p = $2 }
+				END { if (p != "") print p }')
 		version=""
 		[ -z "$pkg" ] || version=$(apt_k apt-cache policy "$pkg" 2>/dev/null |
-			awk '$1 == "Candidate:" && $2 != "(none)" { print $2; exit }')
+			awk '$1 == "Candidate:" && $2 != "(none)" && v == "" { v = $2 }
+				END { if (v != "") print v }')
 		if [ -z "$version" ] || [[ "$pkg" != "linux-image-$series."* ]]; then
 			log "kernel $kernel_name: $suites no longer has $pin_pkg $pin_version, nor another $series kernel (newest: ${pkg:-none})"
 			pkg=""
@@ -487,8 +491,10 @@ add_module() {
 			continue
 		fi
 		# Generic implementations first: they need no particular CPU.
-		provider=$(grep -rlaP "\\x00alias=${sd}\\x00" "$kdir/modules" |
-			awk '{ print (/generic/ ? 0 : 1), $0 }' | sort | head -n1 | cut -d' ' -f2-)
+		# (No provider is no match, not a failure; sed reads all of sort's
+		# output, where head would close the pipe on it under pipefail.)
+		provider=$({ grep -rlaP "\\x00alias=${sd}\\x00" "$kdir/modules" || true; } |
+			awk '{ print (/generic/ ? 0 : 1), $0 }' | sort | sed -n 1p | cut -d' ' -f2-)
 		if [ -n "$provider" ]; then
 			provider=${provider##*/}
 			add_module "${provider%%.ko*}" optional
