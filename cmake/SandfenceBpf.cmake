@@ -26,9 +26,9 @@ file(MAKE_DIRECTORY ${SANDFENCE_BPF_OUT})
 # The stack budget every program's deepest call chain must fit
 # (bpf/tools/stack_check.cc): the verifier's limit is 512 bytes, and how it
 # counts differs between builds of one kernel, so the build keeps a margin.
-set(SANDFENCE_BPF_STACK_LIMIT 800 CACHE STRING
+set(SANDFENCE_BPF_STACK_LIMIT 384 CACHE STRING
     "Largest combined stack (bytes) of a BPF program's call chain")
-set(SANDFENCE_BPF_MAX_FRAMES 8 CACHE STRING
+set(SANDFENCE_BPF_MAX_FRAMES 6 CACHE STRING
     "Most nested BPF call frames (the verifier allows 8)")
 if(NOT TARGET sandfence_stack_check)
   add_executable(sandfence_stack_check

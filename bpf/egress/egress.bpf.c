@@ -94,10 +94,10 @@ struct {
 } sf_levels SEC(".maps");
 
 /*
- * The index into sf_walk.ids of the shallowest level that has held a
- * sandbox (ids[i] is level i + 1): the levels above it hold none, and the
- * walks neither fetch nor look them up. An array lookup the verifier
- * inlines: no helper call.
+ * The walk index (index i is cgroup level i + 1) of the shallowest level
+ * that has held a sandbox: the levels above it hold none, and the walks
+ * neither fetch nor look them up. An array lookup the verifier inlines: no
+ * helper call.
  */
 static __always_inline __u8 sf_first_level(void)
 {
@@ -227,7 +227,10 @@ static __always_inline void sf_record(__u64 sandbox, const struct sf_dest *d,
  * of every level of an unrolled loop: program load stays fast.
  */
 struct sf_walk {
-	__u64 ids[SF_MAX_CGROUP_DEPTH]; /* ancestor ids; 0 past the leaf */
+	/* The packet whose socket's cgroup is walked (the backstop); NULL:
+	 * the current task's. Each level's id is read when the walk gets
+	 * there, never into an array first: the stack stays small. */
+	struct __sk_buff *skb;
 	struct sf_dest d;
 	__u8 own_netns;
 	__u8 sock_type;
@@ -236,7 +239,7 @@ struct sf_walk {
 	/* The task (or socket) sits below SF_MAX_CGROUP_DEPTH. */
 	__u8 too_deep;
 	__u8 ring;
-	/* ids[start] is the first level walked (sf_first_level). */
+	/* The first index walked (sf_first_level). */
 	__u8 start;
 	__u8 pad;
 	/* The last sandbox that allowed, or the first that denied. */
@@ -244,7 +247,8 @@ struct sf_walk {
 	__u64 id;
 	__u32 generation;
 	__u32 flags;
-	/* Sandboxes among ids[] (sf_find_judge), each with its own links. */
+	/* Sandboxes among the ancestors (sf_find_judge), each with its own
+	 * links. */
 	__u32 nsandboxes;
 	/* The deepest restricted sandbox (sf_find_judge), for DNS. */
 	__u64 judge_id;
@@ -275,19 +279,19 @@ static __always_inline void sf_decide_socket(const struct sf_sandbox *sb,
 		sf_set(out, SF_VERDICT_ALLOW, SF_REASON_RULE, SF_NO_RULE);
 }
 
-static long sf_walk_level(__u32 i, void *ctx)
+/*
+ * The id of the walk's ancestor at index `level` (cgroup level + 1); 0
+ * past the task's or socket's own level. One callback per source, so that
+ * each program's verifier sees only the helper its type may call.
+ */
+#define SF_WALK_ID_TASK(w, level) bpf_get_current_ancestor_cgroup_id((level) + 1)
+#define SF_WALK_ID_SKB(w, level) bpf_skb_ancestor_cgroup_id((w)->skb, (level) + 1)
+
+static __always_inline long sf_walk_level_at(struct sf_walk *w, __u64 id)
 {
-	struct sf_walk *w = ctx;
 	struct sf_decision dec = {};
 	const struct sf_sandbox *sb;
-	__u32 level = w->start + i;
-	__u64 id;
 
-	if (level >= SF_MAX_CGROUP_DEPTH)
-		return 1;
-	id = w->ids[level];
-	if (!id)
-		return 1;
 	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
 	if (!sb)
 		return 0;
@@ -322,6 +326,24 @@ static long sf_walk_level(__u32 i, void *ctx)
 	return dec.verdict == SF_VERDICT_DENY;
 }
 
+#define SF_WALK_CALLBACK(name, body, ID)				\
+	static long name(__u32 i, void *ctx)				\
+	{								\
+		struct sf_walk *w = ctx;				\
+		__u32 level = w->start + i;				\
+		__u64 id;						\
+									\
+		if (level >= SF_MAX_CGROUP_DEPTH)			\
+			return 1;					\
+		id = ID(w, level);					\
+		if (!id)						\
+			return 1;					\
+		return body(w, id);					\
+	}
+
+SF_WALK_CALLBACK(sf_walk_level, sf_walk_level_at, SF_WALK_ID_TASK)
+SF_WALK_CALLBACK(sf_walk_level_skb, sf_walk_level_at, SF_WALK_ID_SKB)
+
 /* An allow by w->id, recorded or counted as its audit setting says. */
 static __always_inline void sf_record_allow(struct sf_walk *w, __u8 hook)
 {
@@ -343,22 +365,14 @@ static __always_inline void sf_record_allow(struct sf_walk *w, __u8 hook)
 }
 
 /*
- * The sandbox that judges DNS: the deepest restricted one in w->ids (the
- * walk goes outermost first, so the last one found). Also counts the
+ * The sandbox that judges DNS: the deepest restricted ancestor (the walk
+ * goes outermost first, so the last one found). Also counts the
  * sandboxes: each has its links, so the hook runs once per sandbox.
  */
-static long sf_find_judge(__u32 i, void *ctx)
+static __always_inline long sf_find_judge_at(struct sf_walk *w, __u64 id)
 {
-	struct sf_walk *w = ctx;
 	const struct sf_sandbox *sb;
-	__u32 level = w->start + i;
-	__u64 id;
 
-	if (level >= SF_MAX_CGROUP_DEPTH)
-		return 1;
-	id = w->ids[level];
-	if (!id)
-		return 1;
 	sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
 	if (!sb)
 		return 0;
@@ -370,12 +384,19 @@ static long sf_find_judge(__u32 i, void *ctx)
 	return 0;
 }
 
+SF_WALK_CALLBACK(sf_find_judge, sf_find_judge_at, SF_WALK_ID_TASK)
+SF_WALK_CALLBACK(sf_find_judge_skb, sf_find_judge_at, SF_WALK_ID_SKB)
+
 /* The judge's filter target, when its phase filters DNS (NULL: it does not,
  * or there is no restricted sandbox; *filtered says which). */
 static __always_inline struct sf_dns_target *
 sf_dns_target_of(struct sf_walk *w, bool *filtered)
 {
-	bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_find_judge, w, 0);
+	if (w->skb)
+		bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_find_judge_skb, w,
+			 0);
+	else
+		bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_find_judge, w, 0);
 	*filtered = w->judge_id && (w->judge.flags & SF_SB_DNS_FILTER);
 	if (!*filtered)
 		return NULL;
@@ -383,7 +404,7 @@ sf_dns_target_of(struct sf_walk *w, bool *filtered)
 }
 
 /*
- * Judges w->d for every sandbox among w->ids and records the outcome. No
+ * Judges w->d for every sandbox among the ancestors and records it. No
  * sandbox at all, in a hook attached only to sandboxes, means the socket
  * outlived or escaped its sandbox: deny.
  */
@@ -435,19 +456,13 @@ static __always_inline __u8 sf_proto8(__u32 protocol)
 	return protocol > 255 ? 255 : protocol;
 }
 
-/* Level 0 is the root cgroup, which is never a sandbox. */
+/*
+ * Where the walk of the current task's ancestors starts, and whether the
+ * task sits below its reach. Level 0 is the root cgroup, never a sandbox.
+ */
 static __always_inline void sf_current_ancestors(struct sf_walk *w)
 {
 	w->start = sf_first_level();
-	/* Past the task's own level the helper returns 0: stop there (the
-	 * rest of ids[] is already zero) instead of asking 16 times. */
-	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
-		if (level < w->start)
-			continue;
-		w->ids[level] = bpf_get_current_ancestor_cgroup_id(level + 1);
-		if (!w->ids[level])
-			return;
-	}
 	w->too_deep =
 		bpf_get_current_ancestor_cgroup_id(SF_MAX_CGROUP_DEPTH + 1) != 0;
 }
@@ -724,17 +739,10 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		w->d.port = bpf_ntohs(uh.dest);
 	}
 	/* The socket's cgroup, not the current task's: softirq context. */
+	w->skb = skb;
 	w->start = sf_first_level();
-	for (int level = 0; level < SF_MAX_CGROUP_DEPTH; level++) {
-		if (level < w->start)
-			continue;
-		w->ids[level] = bpf_skb_ancestor_cgroup_id(skb, level + 1);
-		if (!w->ids[level])
-			break;
-	}
-	if (w->ids[SF_MAX_CGROUP_DEPTH - 1])
-		w->too_deep = bpf_skb_ancestor_cgroup_id(
-				      skb, SF_MAX_CGROUP_DEPTH + 1) != 0;
+	w->too_deep =
+		bpf_skb_ancestor_cgroup_id(skb, SF_MAX_CGROUP_DEPTH + 1) != 0;
 	/* Into the filters' range only a redirected query passes: to the
 	 * judging sandbox's own target, exactly. The rules deny the rest. */
 	if (sf_in_filter_range(&w->d) && !w->too_deep &&
@@ -746,7 +754,7 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		if (t && t->addr == w->d.addr[0] && t->port == w->d.port)
 			return 1;
 	}
-	bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_walk_level, w, 0);
+	bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_walk_level_skb, w, 0);
 	if (w->found && w->too_deep)
 		sf_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
 		       SF_NO_RULE);

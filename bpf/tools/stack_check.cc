@@ -8,10 +8,12 @@
 // build does not find the edge for us.
 //
 // The model is conservative: each frame is the deepest stack offset any of
-// its instructions touches or takes the address of, rounded up to 32 bytes
-// with a minimum of 32 (the interpreter's granularity, coarser than the
-// JIT's 16). Calls are BPF-to-BPF calls (BPF_PSEUDO_CALL) and callbacks
-// passed by address (BPF_PSEUDO_FUNC, as bpf_loop takes them).
+// its instructions touches or takes the address of, plus the 24 bytes the
+// verifier adds to a frame whose bpf_loop it inlines (three saved
+// registers), rounded up to 32 bytes with a minimum of 32 (the
+// interpreter's granularity, coarser than the JIT's 16). Calls are
+// BPF-to-BPF calls (BPF_PSEUDO_CALL) and callbacks passed by address
+// (BPF_PSEUDO_FUNC, as bpf_loop takes them).
 //
 //   stack_check [--limit BYTES] [--max-frames N] OBJECT...
 //
@@ -44,6 +46,8 @@ constexpr uint8_t kMovXAlu64 = 0xbf, kAddKAlu64 = 0x07, kSubKAlu64 = 0x17;
 constexpr uint8_t kLdImm64 = 0x18;
 constexpr uint8_t kPseudoCall = 1, kPseudoFunc = 4;
 constexpr int kFramePointer = 10;
+constexpr int32_t kHelperLoop = 181;  // BPF_FUNC_loop
+constexpr int kInlinedLoopBytes = 24;
 
 struct Insn {
   uint8_t code;
@@ -103,6 +107,7 @@ std::optional<size_t> FuncAt(const Object& o, size_t shndx, uint64_t offset) {
 // stack buffer to a helper or a callee).
 int StackDepth(const uint8_t* code, size_t n_insns) {
   int depth = 0;
+  bool calls_loop = false;
   std::optional<int64_t> fp_off[11];
   auto note = [&depth](int64_t off) {
     if (off < 0 && -off > depth) depth = static_cast<int>(-off);
@@ -147,6 +152,7 @@ int StackDepth(const uint8_t* code, size_t n_insns) {
       case kJmp:
       case kJmp32:
         if ((i.code & 0xf0) == kCallOp) {
+          if (i.src == 0 && i.imm == kHelperLoop) calls_loop = true;
           for (int r = 0; r <= 5; ++r) fp_off[r].reset();
         } else if ((i.code & 0xf0) == kExitOp) {
           for (auto& r : fp_off) r.reset();
@@ -158,7 +164,7 @@ int StackDepth(const uint8_t* code, size_t n_insns) {
         break;
     }
   }
-  return depth;
+  return calls_loop ? depth + kInlinedLoopBytes : depth;
 }
 
 bool Fail(const std::string& what) {
