@@ -32,7 +32,7 @@ TEST_PACKAGES="
   vagrant
   dpkg-dev file
   runc podman
-  debootstrap shellcheck
+  debootstrap shellcheck strace
 "
 
 packages=$BUILD_PACKAGES

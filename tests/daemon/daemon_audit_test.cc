@@ -55,7 +55,7 @@ class DaemonAuditTest : public ::testing::Test {
   // The flags of the cgroup's sf_sandboxes entry (nullopt: none).
   std::optional<uint32_t> KernelFlags(uint64_t cgroup_id) const {
     const std::string path =
-        absl::StrCat(daemon_->dirs().pin_dir, "/maps/sf_sandboxes");
+        PinsOf(daemon_->dirs().pin_dir).Map("sf_sandboxes");
     UniqueFd map(bpf_obj_get(path.c_str()));
     if (!map) return std::nullopt;
     sf_sandbox v{};

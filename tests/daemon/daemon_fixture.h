@@ -30,6 +30,8 @@
 #include "common/unique_fd.h"
 #include "egress/spawn.h"
 #include "gtest/gtest.h"
+#include "host/build_id.h"
+#include "host/pin_layout.h"
 #include "sandfence/v1/daemon.grpc.pb.h"
 
 namespace sandfence::testing {
@@ -64,6 +66,11 @@ inline std::string HttpGetMetrics(uint16_t port) {
   ssize_t n;
   while ((n = read(fd.get(), buf, sizeof(buf))) > 0) out.append(buf, n);
   return out;
+}
+
+// Where this build's set is pinned under a daemon's --pin-dir.
+inline PinLayout PinsOf(const std::string& pin_dir) {
+  return PinLayout(PinLayout::SetDir(pin_dir, BpfBuildId()));
 }
 
 inline std::string SandfenceBinary() {

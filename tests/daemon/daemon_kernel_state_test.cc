@@ -124,7 +124,7 @@ class DaemonKernelStateTest : public ::testing::Test {
 
   UniqueFd PinnedMap(const char* name) const {
     const std::string path =
-        absl::StrCat(daemon_->dirs().pin_dir, "/maps/", name);
+        PinsOf(daemon_->dirs().pin_dir).Map(name);
     UniqueFd fd(bpf_obj_get(path.c_str()));
     EXPECT_TRUE(fd) << path << ": " << strerror(errno);
     return fd;

@@ -213,8 +213,9 @@ class DaemonReachTest : public ::testing::Test {
   std::string StateFile(const std::string& id) const {
     return absl::StrCat(daemon_->dirs().state(), "/", id, ".state");
   }
+  PinLayout Pins() const { return PinsOf(daemon_->dirs().pin_dir); }
   std::string LinkDir(uint64_t cgroup_id) const {
-    return absl::StrCat(daemon_->dirs().pin_dir, "/links/", cgroup_id);
+    return Pins().SandboxLinksDir(cgroup_id);
   }
 
   Listener model_, tool_, forbidden_;
@@ -547,10 +548,10 @@ TEST_F(DaemonReachTest, E4GuardOutlivesTheDaemon) {
   ASSERT_TRUE(mount.ok()) << mount.status();
 
   daemon_->Stop(SIGKILL);
-  const std::string guard_pins =
-      absl::StrCat(daemon_->dirs().pin_dir, "/guard/", lsm ? "lsm" : "signal");
-  EXPECT_FALSE(ListDir(guard_pins).empty())
-      << guard_pins << " is empty: the guard is not pinned";
+  const std::string guard_pins = Pins().set() + "/guard";
+  EXPECT_THAT(ListDir(guard_pins),
+              ::testing::Contains(::testing::StartsWith(lsm ? "lsm-" : "signal-")))
+      << guard_pins << ": the guard is not pinned";
 
   // Leave the cgroup, then connect somewhere forbidden: if the move
   // worked, the connect would too.
@@ -704,7 +705,7 @@ TEST_F(DaemonReachTest, FindingRootAndOwnCgroupsAreRefused) {
   ASSERT_TRUE(move(own, daemon_pid));
 
   const std::vector<std::string> links_before =
-      ListDir(daemon_->dirs().pin_dir + "/links");
+      ListDir(Pins().LinksDir());
   struct Case {
     std::string path;
     const char* says;
@@ -731,7 +732,7 @@ TEST_F(DaemonReachTest, FindingRootAndOwnCgroupsAreRefused) {
         << c.path << ": " << s.error_code() << " " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(c.says)) << c.path;
     EXPECT_EQ(List().rollout_size(), 0) << c.path;
-    EXPECT_EQ(ListDir(daemon_->dirs().pin_dir + "/links"), links_before)
+    EXPECT_EQ(ListDir(Pins().LinksDir()), links_before)
         << c.path << ": something was attached";
   }
   // Its former cgroup (the root here, or wherever the test runs) is no
@@ -740,7 +741,7 @@ TEST_F(DaemonReachTest, FindingRootAndOwnCgroupsAreRefused) {
   req.mutable_sandbox()->set_cgroup_path(home_dir);
   v1::StartRolloutResponse resp;
   EXPECT_EQ(Start(req, &resp).error_code(), grpc::FAILED_PRECONDITION);
-  EXPECT_EQ(ListDir(daemon_->dirs().pin_dir + "/links"), links_before);
+  EXPECT_EQ(ListDir(Pins().LinksDir()), links_before);
 
   EXPECT_TRUE(move(home_dir, daemon_pid));
   // The daemon still works for a proper sandbox.

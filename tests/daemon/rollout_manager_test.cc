@@ -42,8 +42,8 @@ class RolloutManagerTest : public ::testing::Test {
     manager_.reset();
     if (!dirs_.root.empty()) {
       EXPECT_TRUE(RolloutManager::Cleanup(options_).ok());
-      // Whatever the test did, cleanup leaves no pin behind (the last
-      // sandfence process out removes the host's pin tree).
+      // Whatever the test did, cleanup leaves no pin behind (it removes
+      // every set nobody uses, then the pin root).
       EXPECT_NE(access(dirs_.pin_dir.c_str(), F_OK), 0)
           << "pins left behind in " << dirs_.pin_dir;
       rmdir(dirs_.cgroups.c_str());
@@ -237,7 +237,7 @@ TEST_F(RolloutManagerTest, AdoptedGenerationIsDeletedAtTheNextSwitch) {
   absl::StatusOr<v1::StartRolloutResponse> started = manager_->Start(req);
   ASSERT_TRUE(started.ok()) << started.status();
   const uint32_t old_generation = started->generation();
-  const std::string maps = dirs_.pin_dir + "/maps/";
+  const std::string maps = PinsOf(dirs_.pin_dir).MapsDir() + "/";
   ASSERT_GT(KeysOfGeneration<sf_exact4_key>(maps + "sf_exact4", old_generation),
             0);
   ASSERT_GT(KeysOfGeneration<sf_cidr4_key>(maps + "sf_cidr4", old_generation),

@@ -699,7 +699,7 @@ TEST_F(DnsRedirectTest, AdoptionAttachesMissingReplySideHooksAndFindsLearned) {
                     .ok());
   }  // the process "dies": everything stays pinned
   for (const char* hook : {"recvmsg4", "getpeername4"}) {
-    const std::string pin = absl::StrCat(root, "/links/", cg->id(), "/", hook);
+    const std::string pin = (*host)->pins().SandboxLink(cg->id(), hook);
     ASSERT_EQ(unlink(pin.c_str()), 0) << pin << ": " << strerror(errno);
   }
   auto second = EgressController::Create(host->get());

@@ -28,10 +28,16 @@ TEST(GuardLoss, AFloodedGuardRingMakesTheRecordLossyWithTheExactCount) {
   KernelEnforcementOptions options;
   options.host.pin_root =
       absl::StrCat("/sys/fs/bpf/sandfence-test-guardloss-", getpid());
+  // The pins stay for the next process (load once per host): this test's
+  // own root goes when it ends.
+  struct RemovePins {
+    std::string root;
+    ~RemovePins() { RemovePinnedTree(root).IgnoreError(); }
+  } remove_pins{options.host.pin_root};
   absl::StatusOr<std::unique_ptr<KernelEnforcement>> host =
       KernelEnforcement::Create(options);
   ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<GuardInfo> guard = (*host)->PrepareGuard(GuardMode::kAuto);
+  absl::StatusOr<GuardInfo> guard = (*host)->PrepareGuard(GuardMode::kAuto, /*spawns=*/false);
   if (!guard.ok()) GTEST_SKIP() << "no process guard here: " << guard.status();
 
   // A process outside the sandbox, of another user: its /proc/<pid>/stat is

@@ -35,7 +35,9 @@
 #include "common/unique_fd.h"
 #include "egress/spawn.h"
 #include "gtest/gtest.h"
+#include "host/build_id.h"
 #include "host/host_state.h"
+#include "host/pin_layout.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
@@ -240,7 +242,9 @@ TEST_F(RunReachTest, SigkilledRunStaysDeniedAndTheNextRunReapsIt) {
   struct stat st;
   ASSERT_EQ(stat(cgroup.c_str(), &st), 0) << cgroup;
   const uint64_t cgroup_id = st.st_ino;
-  const std::string pin = absl::StrCat(kDefaultPinRoot, "/links/", cgroup_id);
+  const std::string pin =
+      PinLayout(PinLayout::SetDir(kDefaultPinRoot, BpfBuildId()))
+          .SandboxLinksDir(cgroup_id);
   ASSERT_EQ(access(pin.c_str(), F_OK), 0) << "no pinned links at " << pin;
   // init, bash, the looping subshell, its sleep: their pidfds, by host pid.
   std::vector<UniqueFd> inside;

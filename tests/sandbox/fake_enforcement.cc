@@ -469,12 +469,21 @@ absl::StatusOr<AdoptedSandbox> FakeEnforcement::AdoptEgress(
   return out;
 }
 
-absl::StatusOr<GuardInfo> FakeEnforcement::PrepareGuard(GuardMode mode) {
+absl::StatusOr<GuardInfo> FakeEnforcement::PrepareGuard(GuardMode mode,
+                                                        bool spawns) {
   if (absl::Status s = kernel_->Enter(FakeCall::kPrepareGuard, 0); !s.ok()) {
     return s;
   }
   if (mode == GuardMode::kOff) return GuardInfo{};
   absl::MutexLock klock(&kernel_->mu_);
+  // The fake host confines nothing: landlock is refused as on a host
+  // without Landlock, and auto falls to the BPF guard it has.
+  if (mode == GuardMode::kLandlock) {
+    return Rejected(
+        "guard mode landlock: this host cannot confine processes (the fake "
+        "enforcement has no Landlock)");
+  }
+  (void)spawns;
   if (mode == GuardMode::kLsm && kernel_->enforcer_ != Enforcer::kLsm) {
     return Rejected(absl::StrCat(
         "guard mode lsm: this host's process guard runs signal (lsm "
@@ -541,7 +550,9 @@ absl::Status FakeEnforcement::AddGuard(const CgroupRef& cgroup,
       !s.ok()) {
     return s;
   }
-  if (mode == GuardMode::kOff) return absl::OkStatus();
+  if (mode == GuardMode::kOff || mode == GuardMode::kLandlock) {
+    return absl::OkStatus();
+  }
   absl::MutexLock klock(&kernel_->mu_);
   if (kernel_->guarded_.contains(cgroup.id)) {
     return absl::AlreadyExistsError(

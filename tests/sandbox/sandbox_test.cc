@@ -168,7 +168,8 @@ TEST_F(SandboxTest, StartRefusesFirstThenCgroupThenRecordThenAttachThenGuard) {
   EXPECT_EQ(egress->phase, 0);
   EXPECT_EQ((*sb)->generation(), egress->generation);
   EXPECT_EQ((*sb)->phase(), "agent");
-  EXPECT_EQ(kernel_->Guarded(id), GuardMode::kAuto);
+  // The BPF guard PrepareGuard chose for auto (the fake host runs signal).
+  EXPECT_EQ(kernel_->Guarded(id), GuardMode::kSignal);
   EXPECT_TRUE((*sb)->created());
   EXPECT_FALSE((*sb)->borrowed());
   EXPECT_THAT((*sb)->guard_text(), HasSubstr("signal"));
@@ -778,7 +779,7 @@ TEST_F(SandboxTest, AdoptionGuardsAgainWhenTheGuardLetGo) {
   absl::StatusOr<std::unique_ptr<Sandbox>> sb =
       Sandbox::Adopt(host_.get(), AdoptSpec("r1", cg, "agent"));
   ASSERT_TRUE(sb.ok()) << sb.status();
-  EXPECT_EQ(kernel_->Guarded(cg.id), GuardMode::kAuto);
+  EXPECT_EQ(kernel_->Guarded(cg.id), GuardMode::kSignal);
   EXPECT_THAT(absl::StrJoin((*sb)->adoption_warnings(), "\n"),
               HasSubstr("guarded again"));
   EXPECT_THAT((*sb)->guard_text(), HasSubstr("signal"));

@@ -6,6 +6,7 @@
 
 #include "cli/check_command.h"
 #include "cli/daemon_command.h"
+#include "cli/enter_command.h"
 #include "cli/oci_hook_command.h"
 #include "cli/records_command.h"
 #include "cli/run_command.h"
@@ -22,6 +23,7 @@ void PrintUsage(FILE* out) {
       "  check                compile a policy, print its rules or refusal\n"
       "  run                  run a command in a sandbox under a policy\n"
       "  demo                 show enforcement: one allowed, one denied\n"
+      "  enter                join a sandbox, confined, and exec a command\n"
       "  records show PATH    show a rollout record file (--json for JSON)\n"
       "  records suggest RECORD...  a policy learned from rollout records\n"
       "  daemon               serve the gRPC API to rollout frameworks (root)\n"
@@ -45,6 +47,7 @@ constexpr Command kCommands[] = {
     {"check", sandfence::CheckCommand},
     {"run", sandfence::RunCommand},
     {"demo", sandfence::DemoCommand},
+    {"enter", sandfence::EnterCommand},
     {"records", sandfence::RecordsCommand},
     {"daemon", sandfence::DaemonCommand},
     {"rollouts", sandfence::RolloutsCommand},

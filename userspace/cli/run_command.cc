@@ -31,7 +31,7 @@ constexpr char kUsage[] =
     "           [--model URL]... [--tool URL]... [--required-tool URL]...\n"
     "           [--allow HOST:PORT[/tcp|/udp]]... [--netns host|private]\n"
     "           [--user UID[:GID]] [--resolver IP[:PORT]] [--record PATH]\n"
-    "           [--guard auto|lsm|signal|off] [--allow-audit]\n"
+    "           [--guard auto|lsm|landlock|signal|off] [--allow-audit]\n"
     "           -- CMD [ARG]...\n"
     "\n"
     "Runs CMD in a fresh sandbox (a cgroup) under one phase of the policy:\n"
@@ -190,8 +190,10 @@ int RunCommand(int argc, char** argv) {
                       [&](absl::string_view v) { return ParseUser(v, &flags); });
   parser.AddValueFlag(
       "guard", "MODE",
-      "process guard: auto (lsm, else signal), lsm (or refuse), signal, off; "
-      "default: the policy's guard block, else auto",
+      "process guard: auto (lsm where BPF LSM runs, else landlock, else "
+      "signal), lsm or landlock (or refuse), signal (weaker: kills after the "
+      "fact), off; default: the policy's guard block, else auto. CMD gets "
+      "Landlock + seccomp wherever the host has them, whatever the mode",
       [&](absl::string_view v) -> absl::Status {
         absl::StatusOr<GuardMode> mode = ParseGuardMode(v);
         if (!mode.ok()) return mode.status();

@@ -95,6 +95,8 @@ struct CompiledPhase {
   std::vector<DroppedGrant> dropped;
   v1::Loopback loopback = v1::LOOPBACK_DEFAULT;
   v1::Guard::Mode guard = v1::Guard::AUTO;
+  bool guard_allow_io_uring = false;  // Guard.allow_io_uring
+  bool guard_deny_ptrace = false;     // Guard.deny_ptrace
   v1::Audit::Allowed audit_allowed = v1::Audit::FIRST_PER_DESTINATION;
   // DNS mode FILTERED (issue 14): the kernel sends every query to port 53
   // (UDP or TCP, any address) to the sandbox's DNS filter instead, and

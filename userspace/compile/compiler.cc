@@ -168,6 +168,8 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   out.guard = phase.guard().mode() == v1::Guard::MODE_UNSPECIFIED
                   ? v1::Guard::AUTO
                   : phase.guard().mode();
+  out.guard_allow_io_uring = phase.guard().allow_io_uring();
+  out.guard_deny_ptrace = phase.guard().deny_ptrace();
   out.audit_allowed = phase.audit().allowed() == v1::Audit::ALLOWED_UNSPECIFIED
                           ? v1::Audit::FIRST_PER_DESTINATION
                           : phase.audit().allowed();

@@ -333,6 +333,20 @@ grpc::Status SandfenceService::ListRollouts(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status SandfenceService::EnterRollout(
+    grpc::ServerContext* context, const v1::EnterRolloutRequest* request,
+    v1::EnterRolloutResponse* response) {
+  if (!request->GetReflection()->GetUnknownFields(*request).empty()) {
+    return ToGrpcStatus(Malformed("EnterRolloutRequest: unknown fields"));
+  }
+  (void)context;
+  absl::StatusOr<v1::EnterRolloutResponse> r = manager_->Enter(
+      request->rollout_id(), static_cast<pid_t>(request->pid()));
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *response = *std::move(r);
+  return grpc::Status::OK;
+}
+
 grpc::Status SandfenceService::Health(grpc::ServerContext*,
                                       const v1::HealthRequest*,
                                       v1::HealthResponse* resp) {

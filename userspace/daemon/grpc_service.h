@@ -67,6 +67,9 @@ class SandfenceService final : public SandfenceRawBase {
   grpc::Status Health(grpc::ServerContext* context,
                       const v1::HealthRequest* request,
                       v1::HealthResponse* response) override;
+  grpc::Status EnterRollout(grpc::ServerContext* context,
+                            const v1::EnterRolloutRequest* request,
+                            v1::EnterRolloutResponse* response) override;
 
  private:
   RolloutManager* manager_;  // not owned

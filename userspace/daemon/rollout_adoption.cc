@@ -230,8 +230,12 @@ absl::Status RolloutManager::Cleanup(const ManagerOptions& options) {
   for (const DeadDriver& d : host.DeadDrivers()) {
     if (d.kind == DriverKind::kDaemon) host.ForgetDeadDriver(d.slot);
   }
-  // The host's state itself goes with the last process using it (the
-  // enforcement's destructor), unless a `sandfence run` still uses it.
+  // Then the pinned sets: every one that no other process still uses.
+  kernel->reset();
+  if (!options.pin_dir.empty()) {
+    absl::Status pins = RemoveUnusedPins(options.pin_dir);
+    if (!pins.ok() && !absl::IsFailedPrecondition(pins)) first.Update(pins);
+  }
   return first;
 }
 

@@ -102,6 +102,10 @@ absl::StatusOr<std::unique_ptr<RolloutManager>> RolloutManager::CreateWith(
 }
 
 absl::Status RolloutManager::Protect(const std::string& path) {
+  {
+    absl::MutexLock lock(&own_paths_mu_);
+    own_paths_.push_back(path);
+  }
   absl::Status s = enforcement_->Protect(path);
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat("protect ", path,
@@ -434,6 +438,57 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
   }
   r->sandbox = *std::move(sandbox);
   return absl::OkStatus();
+}
+
+absl::StatusOr<v1::EnterRolloutResponse> RolloutManager::Enter(
+    const std::string& rollout_id, pid_t caller) {
+  if (absl::Status s = ValidateRolloutId(rollout_id); !s.ok()) return s;
+  std::shared_ptr<Rollout> r = Find(rollout_id);
+  if (r == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no open rollout \"", rollout_id, "\""));
+  }
+  std::vector<std::string> own;
+  {
+    absl::MutexLock lock(&own_paths_mu_);
+    own = own_paths_;
+  }
+  absl::MutexLock rl(&r->mu);
+  if (!r->open()) {
+    return absl::NotFoundError(
+        absl::StrCat("no open rollout \"", rollout_id, "\""));
+  }
+  Sandbox& sb = *r->sandbox;
+  if (sb.guard_mode() == GuardMode::kOff) {
+    return Rejected(absl::StrCat(
+        "rollout \"", rollout_id,
+        "\" has its process guard off: nothing to confine an entering "
+        "process to (start it with a guard mode)"));
+  }
+  const ConfinePlan plan = sb.ConfinementPlan(
+      SandfenceOwnPaths(options_.pin_dir,
+                        {options_.state_dir, options_.records_dir,
+                         options_.policy_dir}));
+  v1::EnterRolloutResponse out;
+  out.set_cgroup_path(sb.cgroup().path);
+  out.set_phase(sb.phase());
+  out.set_allow_io_uring(!plan.deny_io_uring);
+  out.set_deny_ptrace(plan.deny_ptrace);
+  for (const std::string& p : plan.no_access) out.add_no_access(p);
+  for (const std::string& p : own) out.add_no_access(p);
+  out.set_guard(sb.guard_text());
+  if (sb.recorder() != nullptr) {
+    sb.recorder()->AddWarning(
+        v1::WARNING_ENTERED,
+        absl::StrCat("pid ", caller,
+                     " entered through `sandfence enter` in phase \"",
+                     sb.phase(), "\", confined by Landlock + seccomp",
+                     plan.deny_io_uring ? "" : " (io_uring allowed)",
+                     plan.deny_ptrace ? " (no ptrace)" : ""));
+  }
+  LogInfo("rollout %s: pid %d entered (phase %s)", rollout_id, caller,
+          sb.phase());
+  return out;
 }
 
 absl::StatusOr<v1::SetPhaseResponse> RolloutManager::SetPhase(

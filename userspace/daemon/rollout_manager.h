@@ -46,8 +46,8 @@ struct ManagerOptions {
   // The host's pinned state (shared with every `sandfence run`).
   std::string pin_dir = kDefaultPinRoot;
   // One state file per open rollout, for the next daemon to adopt.
-  std::string state_dir = "/run/sandfence/rollouts";
-  std::string records_dir = "/var/lib/sandfence/records";
+  std::string state_dir = kDefaultStateDir;
+  std::string records_dir = std::string(kDefaultRecordsDir) + "/records";
   // Where StartRollout's policy_file names are looked up ("" = refused).
   std::string policy_dir;
   // Where created sandboxes go; empty: <cgroup2 mount>/sandfence.
@@ -124,6 +124,11 @@ class RolloutManager {
       const std::string& rollout_id);
   v1::ListRolloutsResponse List();
   v1::HealthResponse Health();
+  // `sandfence enter --rollout`: the rollout's cgroup and what the
+  // confinement of a process entering it allows; the entry (who asked)
+  // goes into the record.
+  absl::StatusOr<v1::EnterRolloutResponse> Enter(const std::string& rollout_id,
+                                                 pid_t caller);
   ManagerMetrics Metrics();
 
   // Calls `sink` (on the event thread) with every network decision of the
@@ -200,6 +205,11 @@ class RolloutManager {
   absl::Mutex watch_mu_;
   absl::flat_hash_map<uint64_t, WatchEntry> watches_ ABSL_GUARDED_BY(watch_mu_);
   uint64_t next_watch_id_ ABSL_GUARDED_BY(watch_mu_) = 1;
+
+  // sandfence's own paths (state, records, policies, pins, the socket):
+  // what a process entering a sandbox may not reach.
+  absl::Mutex own_paths_mu_;
+  std::vector<std::string> own_paths_ ABSL_GUARDED_BY(own_paths_mu_);
 
   std::atomic<uint64_t> started_{0}, ended_{0}, adopted_{0}, allowed_{0},
       denied_{0}, switches_{0}, refusals_{0}, watch_missed_{0},

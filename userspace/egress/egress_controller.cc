@@ -318,9 +318,15 @@ absl::Status EgressController::LoadOrOpen() {
                     absl::string_view(static_cast<const char*>(unix_elf),
                                       unix_elf_size)))
           .substr(0, 16);
-  if (KernelHasUnixHooks()) {
+  const bool unix_hooks =
+      host_->CachedProbe("unix_hooks", [] {
+              return KernelHasUnixHooks()
+                         ? absl::OkStatus()
+                         : absl::UnavailableError("no cgroup unix hooks");
+            }).ok();
+  if (unix_hooks) {
     unix_enforcer_ = UnixEnforcer::kCgroupHooks;
-  } else if (absl::Status lsm = ProbeBpfLsm(); lsm.ok()) {
+  } else if (absl::Status lsm = host_->BpfLsm(); lsm.ok()) {
     unix_enforcer_ = UnixEnforcer::kLsm;
   } else {
     unix_unavailable_ = absl::StrCat(
@@ -330,14 +336,15 @@ absl::Status EgressController::LoadOrOpen() {
   }
   // One process at a time loads and pins; the others open what it pinned.
   HostState::Lock lock = host_->Exclusive();
-  const std::string progs_dir = host_->PinPath(absl::StrCat("progs/", build_));
+  const std::string progs_dir =
+      absl::StrCat(host_->pins().ProgsDir(), "/", build_);
   if (host_->pinned()) {
     bool complete = true;
     Maps maps;
     absl::flat_hash_map<std::string, UniqueFd> progs;
     auto open_map = [&](const MapSlot& m) {
       UniqueFd fd(
-          bpf_obj_get(host_->PinPath(absl::StrCat("maps/", m.name)).c_str()));
+          bpf_obj_get(host_->pins().Map(m.name).c_str()));
       if (!fd) complete = false;
       maps.*(m.field) = std::move(fd);
     };
@@ -362,7 +369,7 @@ absl::Status EgressController::LoadOrOpen() {
     if (complete) {
       maps_ = std::move(maps);
       progs_ = std::move(progs);
-      if (absl::Status s = LoadCut(); !s.ok()) return s;
+      if (absl::Status s = LoadCut(progs_dir); !s.ok()) return s;
       return AttachUnixHostProgs();
     }
   }
@@ -378,7 +385,7 @@ absl::Status EgressController::LoadOrOpen() {
   if (int err = sf_egress::load(skel.get()); err != 0) {
     if (host_->pinned() && (err == -EINVAL || -err == EINVAL)) {
       return Rejected(absl::StrCat(
-          "the egress maps pinned under ", host_->pin_root(),
+          "the egress maps pinned under ", host_->pins().set(),
           " do not match this sandfence build's (libbpf could not reuse "
           "them); `sandfence daemon --cleanup` removes them"));
     }
@@ -407,16 +414,44 @@ absl::Status EgressController::LoadOrOpen() {
     }
   }
   if (absl::Status s = LoadUnix(progs_dir); !s.ok()) return s;
-  if (absl::Status s = LoadCut(); !s.ok()) return s;
+  if (absl::Status s = LoadCut(progs_dir); !s.ok()) return s;
   return AttachUnixHostProgs();
 }
 
-absl::Status EgressController::LoadCut() {
-  if (!KernelCanCutSockets()) {
+absl::Status EgressController::LoadCut(const std::string& progs_dir) {
+  // Reading the kernel's BTF costs a tenth of a second: once per set.
+  const bool can_cut =
+      host_->CachedProbe("cut", [] {
+              return KernelCanCutSockets()
+                         ? absl::OkStatus()
+                         : absl::UnavailableError("no bpf_sock_destroy");
+            }).ok();
+  if (!can_cut) {
     cut_unavailable_ =
         "this kernel cannot destroy sockets from BPF (bpf_sock_destroy, "
         "Linux 6.5+)";
     return absl::OkStatus();
+  }
+  // Pinned beside the hooks by the first process of the set; the others
+  // only make their own iterator links.
+  const std::string tcp_pin = absl::StrCat(progs_dir, "/", kCutTcpProg);
+  const std::string udp_pin = absl::StrCat(progs_dir, "/", kCutUdpProg);
+  const std::string req_pin =
+      host_->pinned() ? host_->pins().Map("sf_cut_req") : "";
+  auto link_iters = [&](int tcp_fd, int udp_fd, int req_fd) -> absl::Status {
+    cut_tcp_ = UniqueFd(bpf_link_create(tcp_fd, 0, BPF_TRACE_ITER, nullptr));
+    cut_udp_ = UniqueFd(bpf_link_create(udp_fd, 0, BPF_TRACE_ITER, nullptr));
+    cut_req_ = Dup(req_fd);
+    if (!cut_tcp_ || !cut_udp_ || !cut_req_) {
+      return ErrnoError(errno, "keep the cut iterators");
+    }
+    return absl::OkStatus();
+  };
+  if (host_->pinned()) {
+    UniqueFd tcp(bpf_obj_get(tcp_pin.c_str()));
+    UniqueFd udp(bpf_obj_get(udp_pin.c_str()));
+    UniqueFd req(bpf_obj_get(req_pin.c_str()));
+    if (tcp && udp && req) return link_iters(tcp.get(), udp.get(), req.get());
   }
   Skeleton<sf_egress_cut> skel(sf_egress_cut::open());
   if (!skel) return LoadError(errno, "open the cut iterators");
@@ -443,15 +478,21 @@ absl::Status EgressController::LoadCut() {
                      std::strerror(errno));
     return absl::OkStatus();
   }
-  cut_tcp_ = UniqueFd(bpf_link_create(bpf_program__fd(skel->progs.sf_cut_tcp),
-                                      0, BPF_TRACE_ITER, nullptr));
-  cut_udp_ = UniqueFd(bpf_link_create(bpf_program__fd(skel->progs.sf_cut_udp),
-                                      0, BPF_TRACE_ITER, nullptr));
-  cut_req_ = Dup(bpf_map__fd(skel->maps.sf_cut_req));
-  if (!cut_tcp_ || !cut_udp_ || !cut_req_) {
-    return ErrnoError(errno, "keep the cut iterators");
+  const int tcp_fd = bpf_program__fd(skel->progs.sf_cut_tcp);
+  const int udp_fd = bpf_program__fd(skel->progs.sf_cut_udp);
+  const int req_fd = bpf_map__fd(skel->maps.sf_cut_req);
+  if (host_->pinned()) {
+    for (const auto& [fd, pin] : {std::pair<int, const std::string&>(
+                                      tcp_fd, tcp_pin),
+                                  {udp_fd, udp_pin},
+                                  {req_fd, req_pin}}) {
+      ::unlink(pin.c_str());  // a half-pinned cut of a process that died
+      if (bpf_obj_pin(fd, pin.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("pin ", pin));
+      }
+    }
   }
-  return absl::OkStatus();
+  return link_iters(tcp_fd, udp_fd, req_fd);
 }
 
 absl::StatusOr<std::vector<CutConnection>> EgressController::CutConnections(
@@ -643,7 +684,7 @@ absl::Status EgressController::LoadUnix(const std::string& progs_dir) {
 
 absl::Status EgressController::SetPinPaths(bpf_object* obj, bool skip_shared) {
   if (!host_->pinned()) return absl::OkStatus();
-  if (absl::Status s = MakeDirs(host_->PinPath("maps")); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(host_->pins().MapsDir()); !s.ok()) return s;
   // libbpf reuses a compatible pinned map of the same name, or creates and
   // pins it: the rules and counters of running sandboxes survive.
   bpf_map* map;
@@ -653,7 +694,7 @@ absl::Status EgressController::SetPinPaths(bpf_object* obj, bool skip_shared) {
       continue;
     }
     const std::string path =
-        host_->PinPath(absl::StrCat("maps/", bpf_map__name(map)));
+        host_->pins().Map(bpf_map__name(map));
     if (bpf_map__set_pin_path(map, path.c_str()) != 0) {
       return ErrnoError(errno, absl::StrCat("pin path ", path));
     }
@@ -667,7 +708,7 @@ absl::Status EgressController::AttachUnixHostProgs() {
   // controller otherwise. A pinned link of an earlier build stays: it
   // shares these maps (libbpf refused the load if their layout changed).
   for (const char* prog : UnixHostProgs()) {
-    const std::string pin = host_->PinPath(absl::StrCat("links/host/", prog));
+    const std::string pin = host_->pins().HostLink(prog);
     if (host_->pinned()) {
       UniqueFd existing(bpf_obj_get(pin.c_str()));
       if (existing) {
@@ -683,7 +724,7 @@ absl::Status EgressController::AttachUnixHostProgs() {
                               unix_enforcer_name(), ")"));
     }
     if (host_->pinned()) {
-      if (absl::Status s = MakeDirs(host_->PinPath("links/host")); !s.ok()) {
+      if (absl::Status s = MakeDirs(host_->pins().HostLinksDir()); !s.ok()) {
         return s;
       }
       if (bpf_obj_pin(link.get(), pin.c_str()) != 0) {
@@ -693,6 +734,13 @@ absl::Status EgressController::AttachUnixHostProgs() {
     unix_host_links_.push_back(std::move(link));
   }
   return absl::OkStatus();
+}
+
+void EgressController::DetachHostProgs() {
+  for (const char* prog : UnixHostProgs()) {
+    if (host_->pinned()) ::unlink(host_->pins().HostLink(prog).c_str());
+  }
+  unix_host_links_.clear();
 }
 
 absl::Status EgressController::CheckUnix(const CompiledPhase& phase) const {
@@ -781,7 +829,7 @@ int EgressController::prog_fd(absl::string_view hook) const {
 }
 
 std::string EgressController::LinkDir(uint64_t cgroup_id) const {
-  return host_->PinPath(absl::StrCat("links/", cgroup_id));
+  return host_->pins().SandboxLinksDir(cgroup_id);
 }
 
 absl::Status EgressController::SeedShallowestLevel() {
@@ -1388,28 +1436,7 @@ absl::StatusOr<size_t> EgressController::LearnedCount(
 }
 
 absl::Status EgressController::RemovePins(const std::string& pin_root) {
-  absl::Status first;
-  // Depth first; links before anything else, so that enforcement ends
-  // before the maps and programs it uses go.
-  std::function<void(const std::string&)> remove = [&](const std::string& dir) {
-    std::vector<std::string> names = ListDir(dir);
-    std::stable_partition(names.begin(), names.end(),
-                          [](const std::string& n) { return n == "links"; });
-    for (const std::string& name : names) {
-      const std::string path = absl::StrCat(dir, "/", name);
-      struct stat st {};
-      if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        remove(path);
-      } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-        first.Update(ErrnoError(errno, absl::StrCat("unpin ", path)));
-      }
-    }
-    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {
-      first.Update(ErrnoError(errno, absl::StrCat("remove ", dir)));
-    }
-  };
-  remove(pin_root);
-  return first;
+  return RemovePinnedTree(pin_root);
 }
 
 }  // namespace sandfence

@@ -225,6 +225,11 @@ class EgressController {
   // Removes everything pinned under a pin root (`sandfence daemon
   // --cleanup`): links detach, maps and programs go with their last user.
   static absl::Status RemovePins(const std::string& pin_root);
+  // Detaches the host-wide programs (the Unix bind tracker or the Unix LSM
+  // hooks): the last process out of a set with no sandbox left calls it,
+  // so that nothing taxes the host's system calls for nobody. The programs
+  // stay pinned for the next process.
+  void DetachHostProgs();
 
  private:
   struct SandboxState {
@@ -259,6 +264,8 @@ class EgressController {
   // Host-wide programs, pinned with the hooks and attached once per host:
   // the cgroup enforcer's bind tracker, or the BPF LSM enforcer's hooks.
   static constexpr const char* kUnixBindProg = "unix_bind";
+  static constexpr const char* kCutTcpProg = "cut_tcp";
+  static constexpr const char* kCutUdpProg = "cut_udp";
   static constexpr const char* kUnixLsmConnectProg = "unix_stream_connect";
   static constexpr const char* kUnixLsmSendProg = "unix_may_send";
   // The host-wide programs of the Unix enforcer in use.
@@ -275,7 +282,7 @@ class EgressController {
   absl::Status LoadUnix(const std::string& progs_dir);
   // Loads this process's cut iterators (egress_cut.bpf.c) on the egress
   // maps; cut_unavailable_ where the kernel cannot destroy sockets.
-  absl::Status LoadCut();
+  absl::Status LoadCut(const std::string& progs_dir);
   // One walk of the calling thread's network namespace.
   absl::Status CutHere(const CgroupRef& cgroup,
                        std::vector<CutConnection>* out);

@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "confine/confine.h"
 
 extern char** environ;
 
@@ -54,9 +56,26 @@ enum Stage {
   kStageInitFork,
   kStageSession,
   kStageNetns,
+  // kStageConfine + ConfineStep: which step of ApplyConfinement failed.
+  kStageConfine = 100,
 };
 
 const char* StageName(int stage) {
+  if (stage > kStageConfine) {
+    // Static strings only; the parent formats them.
+    switch (stage - kStageConfine) {
+      case kConfineStepNoNewPrivs:
+        return "confine the command (no_new_privs)";
+      case kConfineStepCapabilities:
+        return "confine the command (drop the capabilities that read past "
+               "Landlock)";
+      case kConfineStepLandlock:
+        return "confine the command (Landlock)";
+      case kConfineStepSeccomp:
+        return "confine the command (seccomp)";
+    }
+    return "confine the command";
+  }
   switch (stage) {
     case kStageDeathSig:
       return "set the parent-death signal";
@@ -93,8 +112,25 @@ const char* StageName(int stage) {
 }
 
 // Runs in the child, between clone3 and exec: only async-signal-safe calls.
+// pipe_fd -1: the command runs in place (ExecInPlace), with nobody to read
+// a pipe: the failure goes to stderr instead.
 [[noreturn]] void Fail(int pipe_fd, int stage) {
-  ChildError e{stage, errno};
+  const int err = errno;
+  if (pipe_fd < 0) {
+    const char* what = StageName(stage);
+    const char* why = ::strerror(err);
+    struct iovec parts[] = {
+        {const_cast<char*>("sandfence: could not "), 21},
+        {const_cast<char*>(what), std::strlen(what)},
+        {const_cast<char*>(": "), 2},
+        {const_cast<char*>(why), std::strlen(why)},
+        {const_cast<char*>("\n"), 1},
+    };
+    ssize_t ignored = ::writev(2, parts, 5);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ChildError e{stage, err};
   ssize_t ignored = ::write(pipe_fd, &e, sizeof(e));
   (void)ignored;
   ::_exit(127);
@@ -199,6 +235,16 @@ struct ChildPlan {
   for (int keep : options.keep_fds) {
     if (keep != fd && ::fcntl(keep, F_SETFD, 0) != 0) Fail(fd, kStageFds);
   }
+  // Last: seccomp must not refuse anything above, and nothing of the
+  // command's runs before it holds.
+  if (options.confinement != nullptr) {
+    int step = 0;
+    if (const int rc = ApplyConfinement(*options.confinement, &step);
+        rc != 0) {
+      errno = -rc;
+      Fail(fd, kStageConfine + step);
+    }
+  }
   ::execve(plan.exe, plan.argv, environ);
   Fail(fd, kStageExec);
 }
@@ -288,12 +334,14 @@ void IgnoreSignal(int) {}
 }  // namespace
 
 // With any of these, a root command could rewrite or detach the maps and
-// links that enforce its sandbox, open packet sockets, load modules, or
-// trace processes around the guard.
+// links that enforce its sandbox, open packet sockets, load modules, trace
+// processes around the guard, make device nodes of the host's disks, or
+// starve processes outside (priorities, resource limits).
 const int kDroppedCapabilities[] = {
-    CAP_SYS_ADMIN, CAP_BPF,      CAP_PERFMON,    CAP_NET_ADMIN,
-    CAP_NET_RAW,   CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_PTRACE,
-    CAP_SYS_BOOT,  CAP_MAC_ADMIN, CAP_MAC_OVERRIDE, CAP_SYSLOG,
+    CAP_SYS_ADMIN,  CAP_BPF,          CAP_PERFMON,  CAP_NET_ADMIN,
+    CAP_NET_RAW,    CAP_SYS_MODULE,   CAP_SYS_RAWIO, CAP_SYS_PTRACE,
+    CAP_SYS_BOOT,   CAP_MAC_ADMIN,    CAP_MAC_OVERRIDE, CAP_SYSLOG,
+    CAP_SYS_NICE,   CAP_SYS_RESOURCE, CAP_MKNOD,
 };
 const int kDroppedCapabilitiesCount =
     sizeof(kDroppedCapabilities) / sizeof(kDroppedCapabilities[0]);
@@ -395,6 +443,48 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
                                           " for \"", options.argv[0], "\""));
   }
   return static_cast<pid_t>(pid);
+}
+
+absl::Status ExecInPlace(const SpawnOptions& options) {
+  if (options.argv.empty()) return Malformed("no command to run");
+  if (options.pid_namespace || options.new_netns) {
+    return absl::InvalidArgumentError(
+        "ExecInPlace makes no namespace (the command replaces this process)");
+  }
+  absl::StatusOr<std::string> exe = FindExecutable(options.argv[0]);
+  if (!exe.ok()) return exe.status();
+  std::vector<char*> argv;
+  for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  gid_t gid = 0;
+  if (options.uid) {
+    gid = *options.uid;
+    if (options.gid) {
+      gid = *options.gid;
+    } else if (struct passwd* pw = ::getpwuid(*options.uid)) {
+      gid = pw->pw_gid;
+    }
+  }
+  // Into the sandbox first: from here on every hook of it judges this
+  // process (all its threads: cgroup.procs moves the thread group).
+  if (options.cgroup_fd >= 0) {
+    UniqueFd procs(::openat(options.cgroup_fd, "cgroup.procs",
+                            O_WRONLY | O_CLOEXEC));
+    if (!procs || ::write(procs.get(), "0", 1) != 1) {
+      return ErrnoError(errno, "join the sandbox's cgroup (cgroup.procs)");
+    }
+  }
+  if (options.netns_fd >= 0 &&
+      ::syscall(SYS_setns, options.netns_fd, CLONE_NEWNET) != 0) {
+    return ErrnoError(errno, "join the sandbox's network namespace");
+  }
+  SpawnOptions in_place = options;
+  in_place.kill_with_parent = false;
+  ChildPlan plan{&in_place, exe->c_str(), argv.data(), gid,
+                 /*error_fd=*/-1, /*parent=*/0, /*parent_pidfd=*/-1};
+  // Only this thread's credentials change, and execve ends every other
+  // thread: the command starts with them all.
+  ExecCommand(plan, /*under_init=*/false);
 }
 
 absl::StatusOr<int> WaitForExit(pid_t pid) {

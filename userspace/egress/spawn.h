@@ -14,6 +14,8 @@
 
 namespace sandfence {
 
+class PreparedConfinement;
+
 struct SpawnOptions {
   int cgroup_fd = -1;                  // the sandbox; required
   std::vector<std::string> argv;       // argv[0] is looked up in PATH
@@ -46,6 +48,11 @@ struct SpawnOptions {
   // left open belongs to the caller's cgroup: no hook would judge it),
   // except these, which the command gets as they are.
   std::vector<int> keep_fds;
+  // Landlock + seccomp (confine/confine.h), applied by the command to
+  // itself as the last step before exec: with pid_namespace, its init is
+  // not confined (it is sandfence's), the command is. Must outlive the
+  // call.
+  const PreparedConfinement* confinement = nullptr;
 };
 
 // Returns the child's pid. Errors in the child before exec (unknown
@@ -55,6 +62,15 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options);
 // The capabilities a sandboxed command never has (drop_privileges).
 extern const int kDroppedCapabilities[];
 extern const int kDroppedCapabilitiesCount;
+
+// Runs the command in place of this process, as SpawnInCgroup's child
+// would: joins options.cgroup_fd (writing cgroup.procs) and netns_fd,
+// drops privileges, applies options.confinement, execs. For `sandfence
+// enter`, which a container entrypoint or a framework execs through.
+// Returns only an error from before anything changed (an unknown command,
+// the cgroup refusing); a failure after that is written to stderr and the
+// process exits 127. No pid_namespace, new_netns or kill_with_parent.
+absl::Status ExecInPlace(const SpawnOptions& options);
 
 // Looks a command up in PATH as execvp would.
 absl::StatusOr<std::string> FindExecutable(const std::string& name);

@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "common/cgroup.h"
 #include "common/libbpf_log.h"
+#include "common/sha256.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "guard/proc_names.h"
@@ -252,9 +253,38 @@ void GuardController::ClearSlot(uint32_t slot) {
   }
 }
 
-std::string GuardController::Dir() const {
-  if (!host_->pinned()) return "";
-  return host_->PinPath(absl::StrCat("guard/", EnforcerName(enforcer_)));
+namespace {
+
+// The object an enforcer loads, by its bytes: a set keeps one pinned copy
+// per object (a test's mutant object included), never one in another's
+// place.
+std::string GuardObjectId(Enforcer enforcer) {
+  size_t size = 0;
+  const void* bytes = enforcer == Enforcer::kLsm
+                          ? sf_guard_lsm::elf_bytes(&size)
+                          : sf_guard_sig::elf_bytes(&size);
+  return Sha256Hex(absl::string_view(static_cast<const char*>(bytes), size))
+      .substr(0, 16);
+}
+
+std::string GuardDirOf(const HostState& host, Enforcer enforcer) {
+  if (!host.pinned()) return "";
+  return host.pins().GuardDir(
+      absl::StrCat(EnforcerName(enforcer), "-", GuardObjectId(enforcer)));
+}
+
+}  // namespace
+
+std::string GuardController::Dir() const { return GuardDirOf(*host_, enforcer_); }
+
+bool GuardAttachedOnHost(const HostState& host) {
+  if (!host.pinned()) return false;
+  for (Enforcer e : {Enforcer::kLsm, Enforcer::kSignal}) {
+    if (!ListDir(absl::StrCat(GuardDirOf(host, e), "/links")).empty()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 absl::StatusOr<GuardController> GuardController::Create(HostState* host,
@@ -264,12 +294,13 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
   if (absl::Status s = CheckCgroupLevelsAbsolute(); !s.ok()) return s;
 
   HostState::Lock lock = host->Exclusive();
-  // One guard per host: a loaded one is the one that governs.
+  // One guard per host: an attached one (guarding a sandbox) is the one
+  // that governs. One only pinned, idle since its last sandbox, does not.
   if (host->pinned()) {
     for (Enforcer e : {Enforcer::kLsm, Enforcer::kSignal}) {
-      const std::string dir =
-          host->PinPath(absl::StrCat("guard/", EnforcerName(e), "/progs"));
-      if (ListDir(dir).empty()) continue;
+      if (ListDir(absl::StrCat(GuardDirOf(*host, e), "/links")).empty()) {
+        continue;
+      }
       if (mode == GuardMode::kLsm && e != Enforcer::kLsm) {
         return Rejected(
             "guard mode lsm: the process guard this host runs is signal "
@@ -284,7 +315,7 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
 
   std::string fallback;
   if (mode == GuardMode::kAuto || mode == GuardMode::kLsm) {
-    absl::Status loaded = ProbeBpfLsm();
+    absl::Status loaded = host->BpfLsm();
     if (loaded.ok()) {
       GuardController guard(host, Enforcer::kLsm);
       loaded = guard.LoadOrOpen(guard.Dir());

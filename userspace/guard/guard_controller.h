@@ -1,10 +1,11 @@
 // The process guard in the kernel: one enforcer per host (lsm where BPF LSM
 // runs, else the signal fallback), shared by every sandfence process.
 //
-// On a pinned host the guard's programs and maps are pinned under
-// <root>/guard/<enforcer>/ by the first process that needs them; its
-// programs are attached (links pinned) while at least one sandbox is
-// guarded and detached when the last one goes, whoever removes it. A
+// On a pinned host the guard's programs and maps are pinned in the build's
+// set (PinLayout::GuardDir: one directory per enforcer and object) by the
+// first process that needs them, and stay there; its programs are attached
+// (links pinned) while at least one sandbox is guarded and detached when
+// the last one goes, whoever removes it. A
 // process that dies leaves its sandboxes guarded until another one adopts
 // or removes them. Each process reads its events from its own ring (its
 // driver slot). On a private host the guard is this process's alone.
@@ -148,6 +149,10 @@ class GuardController {
   // Protect()/Unprotect(): the map entries each path holds.
   std::unique_ptr<ProtectedObjects> protected_;
 };
+
+// Whether a process of this build has the host's guard attached (some
+// sandbox is guarded): its pinned programs then govern every guard mode.
+bool GuardAttachedOnHost(const HostState& host);
 
 // Reads guard events from a ring buffer, calling back for each. A record
 // too short to be an event is counted, not skipped silently.

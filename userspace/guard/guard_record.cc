@@ -60,6 +60,8 @@ GuardMode GuardModeFromPolicy(v1::Guard::Mode mode) {
       return GuardMode::kSignal;
     case v1::Guard::OFF:
       return GuardMode::kOff;
+    case v1::Guard::LANDLOCK:
+      return GuardMode::kLandlock;
     default:
       return GuardMode::kAuto;
   }

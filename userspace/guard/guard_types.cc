@@ -27,8 +27,10 @@ absl::StatusOr<GuardMode> ParseGuardMode(absl::string_view text) {
   if (text == "lsm") return GuardMode::kLsm;
   if (text == "signal") return GuardMode::kSignal;
   if (text == "off") return GuardMode::kOff;
-  return Malformed(absl::StrCat("unknown guard mode \"", text,
-                                "\" (expected auto, lsm, signal or off)"));
+  if (text == "landlock") return GuardMode::kLandlock;
+  return Malformed(absl::StrCat(
+      "unknown guard mode \"", text,
+      "\" (expected auto, lsm, landlock, signal or off)"));
 }
 
 absl::string_view GuardModeName(GuardMode mode) {
@@ -41,6 +43,8 @@ absl::string_view GuardModeName(GuardMode mode) {
       return "signal";
     case GuardMode::kOff:
       return "off";
+    case GuardMode::kLandlock:
+      return "landlock";
   }
   return "unknown";
 }
@@ -53,6 +57,8 @@ absl::string_view EnforcerName(Enforcer enforcer) {
       return "lsm";
     case Enforcer::kSignal:
       return "signal";
+    case Enforcer::kLandlock:
+      return "landlock";
   }
   return "unknown";
 }

@@ -14,20 +14,24 @@ namespace sandfence {
 
 // What a policy (or `sandfence run --guard`) asks for.
 enum class GuardMode {
-  kAuto,    // lsm if it loads and runs here, else signal
-  kLsm,     // lsm or refuse (exit 78)
-  kSignal,  // the tp_btf + SIGKILL fallback, even where lsm would load
-  kOff,     // no process guard
+  kAuto,      // lsm; else landlock for processes sandfence starts; else
+              // signal; else refuse
+  kLsm,       // lsm or refuse (exit 78)
+  kSignal,    // the tp_btf + SIGKILL fallback, even where lsm would load
+  kOff,       // no process guard
+  kLandlock,  // Landlock + seccomp on the processes sandfence starts, or
+              // refuse
 };
 
 // What actually runs; every record names it.
 enum class Enforcer {
   kOff,
-  kLsm,
-  kSignal,
+  kLsm,       // BPF LSM programs on the host, for the sandbox's cgroup
+  kSignal,    // tracepoints + SIGKILL on the host, for the sandbox's cgroup
+  kLandlock,  // Landlock + seccomp in each process sandfence starts
 };
 
-// "auto", "lsm", "signal", "off"; anything else is Malformed.
+// "auto", "lsm", "signal", "landlock", "off"; anything else is Malformed.
 absl::StatusOr<GuardMode> ParseGuardMode(absl::string_view text);
 absl::string_view GuardModeName(GuardMode mode);
 absl::string_view EnforcerName(Enforcer enforcer);

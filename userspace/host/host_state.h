@@ -4,11 +4,12 @@
 // whichever process attached it: a process that dies leaves its sandboxes
 // enforced until another one reaps or adopts them.
 //
-// HostState is this process's membership: the pin root (a bpffs directory,
-// flock()ed while shared state changes), the ABI check, the generation
-// counter shared by all, and the registry of the processes using the state
-// ("drivers"), each with an event ring slot. A private HostState (no pin
-// root) shares nothing and pins nothing: tests and benchmarks use it.
+// HostState is this process's membership: the pin root (a bpffs directory)
+// and this build's set under it (pin_layout.h; flock()ed while shared state
+// changes), the ABI check, the generation counter shared by all, and the
+// registry of the processes using the set ("drivers"), each with an event
+// ring slot. A private HostState (no pin root) shares nothing and pins
+// nothing: tests and benchmarks use it.
 #ifndef SANDFENCE_HOST_HOST_STATE_H_
 #define SANDFENCE_HOST_HOST_STATE_H_
 
@@ -21,10 +22,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
 #include "host/host_abi.h"
+#include "host/pin_layout.h"
 
 namespace sandfence {
 
@@ -37,6 +40,18 @@ absl::string_view DriverKindName(DriverKind kind);
 
 // The default pin root (the daemon's --pin-dir).
 inline constexpr char kDefaultPinRoot[] = "/sys/fs/bpf/sandfence";
+// The daemon's default runtime directory (its socket, rollout states) and
+// records directory.
+inline constexpr char kDefaultRunDir[] = "/run/sandfence";
+inline constexpr char kDefaultStateDir[] = "/run/sandfence/rollouts";
+inline constexpr char kDefaultRecordsDir[] = "/var/lib/sandfence";
+
+// What no sandboxed process may read or write: the pin root, the daemon's
+// runtime and records directories (the defaults), and `extra` (a record
+// file, a daemon's own directories). Missing paths are skipped by the
+// confinement that uses them.
+std::vector<std::string> SandfenceOwnPaths(
+    const std::string& pin_root, const std::vector<std::string>& extra = {});
 
 struct HostOptions {
   // A directory on a bpf filesystem (created; /sys/fs/bpf is mounted if no
@@ -66,7 +81,10 @@ class HostState {
   HostState& operator=(const HostState&) = delete;
 
   bool pinned() const { return !pin_root_.empty(); }
+  // The pin root every build's set lives under ("" when private).
   const std::string& pin_root() const { return pin_root_; }
+  // Where this build's set pins what (pinned() == pins().pinned()).
+  const PinLayout& pins() const { return pins_; }
   // This process's slot: its event rings are at this index.
   uint32_t slot() const { return slot_; }
   DriverKind kind() const { return kind_; }
@@ -89,6 +107,15 @@ class HostState {
   // A generation no process on the host has used (rule map keys).
   absl::StatusOr<uint32_t> AllocateGeneration();
 
+  // What a probe of the running kernel says (a status: OK, or why not),
+  // asked once per set, i.e. per boot and build, and kept pinned: the
+  // next process reads it instead of loading the probe's programs again.
+  // A private host asks once per process. `name` is at most 31 bytes.
+  absl::Status CachedProbe(absl::string_view name,
+                           absl::FunctionRef<absl::Status()> probe) const;
+  // Whether BPF LSM programs run here (ProbeBpfLsm), cached.
+  absl::Status BpfLsm() const;
+
   // Registered drivers whose process is gone.
   std::vector<DeadDriver> DeadDrivers() const;
   // Frees a dead driver's slot once its sandboxes are reaped or adopted.
@@ -96,24 +123,39 @@ class HostState {
   // Whether a live process other than this one is registered.
   bool OthersAlive() const;
 
-  // Path of a pinned object or directory under the root ("maps/sf_x").
-  std::string PinPath(absl::string_view relative) const;
-
  private:
   HostState() = default;
 
   std::string pin_root_;
+  PinLayout pins_;
   DriverKind kind_ = DriverKind::kRun;
-  UniqueFd root_fd_;     // flock()ed by Lock
+  UniqueFd set_fd_;      // flock()ed by Lock
   // flock() excludes other processes only; this, other threads.
   mutable absl::Mutex lock_mu_;
   mutable std::thread::id lock_owner_ ABSL_GUARDED_BY(lock_mu_);
   mutable int lock_depth_ ABSL_GUARDED_BY(lock_mu_) = 0;
   UniqueFd host_map_;    // sf_host[0]
+  UniqueFd facts_map_;   // CachedProbe's results
   UniqueFd drivers_map_;  // sf_drivers[SF_MAX_DRIVERS]
   uint32_t slot_ = 0;
   uint32_t private_generation_ = 0;  // private state: the counter
 };
+
+// Removes, under the pin root, the sets of other builds than keep_build
+// that no live process uses and no sandbox needs (no sandbox links, no
+// attached guard); sets with sandboxes stay enforced until a process of
+// their build ends or adopts them, or `daemon --cleanup`. Returns the sets
+// removed. The caller holds the root's lock (HostState::Open does).
+std::vector<std::string> CollectUnusedSets(const std::string& pin_root,
+                                           const std::string& keep_build);
+
+// `daemon --cleanup`'s last step: every set nobody uses, and the pin root
+// itself when nothing is left in it. Takes the root's lock.
+absl::Status RemoveUnusedPins(const std::string& pin_root);
+
+// Removes a pinned tree: links first, so that enforcement ends before the
+// maps and programs it uses go. Missing paths are not errors.
+absl::Status RemovePinnedTree(const std::string& dir);
 
 // Where a bpffs must be for pin_root (mounts one at /sys/fs/bpf if none).
 absl::Status EnsureBpfFs(const std::string& pin_root);

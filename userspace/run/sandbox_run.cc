@@ -182,6 +182,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     spec.initial_phase = request.phase.name;
     spec.guard_mode =
         request.guard_mode.value_or(GuardModeFromPolicy(request.phase.guard));
+    spec.spawns = true;
     spec.record_path = request.record_path;
     spec.record_options.overwrite = true;
     return spec;
@@ -196,7 +197,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   Sandbox& sb = **sandbox;
 
   summary.cgroup_path = sb.cgroup().path;
-  summary.guard_enforcer = std::string(EnforcerName(sb.guard().enforcer));
+  summary.guard_enforcer = GuardLabel(sb.guard());
   summary.guard_fallback = sb.guard().fallback_reason;
   const int64_t mono_to_unix = MonotonicToUnixOffsetNs();
   SummaryBuilder builder;
@@ -237,8 +238,29 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     return summary;
   }
 
+  // Landlock + seccomp for the command, built before it starts: it is
+  // never started without what the guard promised.
+  std::optional<PreparedConfinement> confinement;
+  if (sb.guard().confined) {
+    ConfinePlan plan = sb.ConfinementPlan(
+        SandfenceOwnPaths(request.pin_root, {request.record_path}));
+    // The command's init mounts a /proc of its own PID namespace after
+    // the rules were planned: the command gets the rights /proc has.
+    plan.fresh_mounts = {"/proc"};
+    absl::StatusOr<PreparedConfinement> prepared = PrepareConfinement(plan);
+    if (!prepared.ok()) {
+      end().IgnoreError();
+      return absl::Status(prepared.status().code(),
+                          absl::StrCat("process guard (landlock): ",
+                                       prepared.status().message()));
+    }
+    confinement.emplace(*std::move(prepared));
+    summary.guard_layers = DescribeConfinement(*confinement);
+  }
+
   SpawnOptions spawn;
   spawn.cgroup_fd = (*host)->CgroupFd(sb.cgroup().id);
+  spawn.confinement = confinement ? &*confinement : nullptr;
   spawn.argv = request.argv;
   spawn.uid = request.uid;
   spawn.gid = request.gid;
@@ -351,8 +373,22 @@ std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
                     "\n");
   }
   if (!s.guard_fallback.empty()) {
-    absl::StrAppend(&out, "sandfence: process guard fell back to signal: ",
-                    s.guard_fallback, "\n");
+    absl::StrAppend(&out, "sandfence: process guard ", s.guard_enforcer,
+                    ", not lsm: ", s.guard_fallback, "\n");
+  }
+  // What Landlock + seccomp could not promise on this kernel, in one line
+  // (what the policy chose to allow is not a gap; the record keeps all).
+  std::vector<std::string> gaps;
+  for (const ConfineGuarantee& g : s.guard_layers) {
+    if (!g.holds && g.id != ConfineGuaranteeId::kNoPtraceInside &&
+        g.id != ConfineGuaranteeId::kNoIoUring) {
+      gaps.push_back(g.what);
+    }
+  }
+  if (!gaps.empty()) {
+    absl::StrAppend(&out, "sandfence: landlock+seccomp cannot hold here: ",
+                    absl::StrJoin(gaps, "; "),
+                    " (`sandfence check` says why)\n");
   }
   if (!s.guard_events.empty()) {
     // Folded by what was done by which command: `ps aux` audits three

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "compile/compiled_policy.h"
+#include "confine/confine.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
 #include "guard/guard_types.h"
@@ -90,8 +91,12 @@ struct RunSummary {
   std::vector<DeniedDestination> would_deny;  // most frequent first
   std::vector<std::string> allowed;       // destinations seen allowed
   std::optional<RecordOutcome> record;    // with RunRequest::record_path
-  std::string guard_enforcer;  // "lsm", "signal" or "off"
+  // "lsm", "landlock", "signal", "off"; "lsm+landlock" where both hold
+  // (GuardLabel).
+  std::string guard_enforcer;
   std::string guard_fallback;  // why auto did not pick lsm
+  // With Landlock + seccomp: each guarantee and the layer that holds it.
+  std::vector<ConfineGuarantee> guard_layers;
   std::vector<GuardSummaryLine> guard_events;
   uint64_t guard_events_lost = 0;
   // Sandboxes of dead `sandfence run`s this run ended before it started.

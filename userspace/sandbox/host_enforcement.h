@@ -23,11 +23,24 @@
 
 namespace sandfence {
 
-// The process guard as this process can have it.
+// The process guard as this process can have it. Two kinds of layer: a BPF
+// guard on the sandbox's cgroup (lsm, signal), which governs whatever runs
+// there, and confinement (Landlock + seccomp) that each process sandfence
+// starts applies to itself. They stack: a driver that starts its processes
+// confines them wherever the host can, whatever the BPF guard.
 struct GuardInfo {
+  // kLsm or kSignal: the BPF guard; kLandlock: confinement alone.
   Enforcer enforcer = Enforcer::kOff;
+  // The processes the driver starts apply Landlock + seccomp.
+  bool confined = false;
   std::string fallback_reason;  // why auto did not get lsm; "" otherwise
+  // Why the host cannot confine; "" where it can.
+  std::string confine_unavailable;
 };
+
+// "lsm", "landlock", "signal", "off"; "lsm+landlock" and "signal+landlock"
+// where a BPF guard and confinement both hold.
+std::string GuardLabel(const GuardInfo& guard);
 
 // A sandbox some process left in the kernel, as a survivor finds it.
 struct OrphanSandbox {
@@ -83,7 +96,13 @@ class HostEnforcement {
   // --- the process guard ---
   // Loads (or opens) the guard for `mode` without guarding anything:
   // refusals (lsm where it cannot run) come here, before anything exists.
-  virtual absl::StatusOr<GuardInfo> PrepareGuard(GuardMode mode) = 0;
+  // spawns: the caller starts the sandbox's processes itself (`run`,
+  // `enter`) and confines them when the result says `confined`; auto then
+  // prefers Landlock + seccomp to the signal enforcer.
+  virtual absl::StatusOr<GuardInfo> PrepareGuard(GuardMode mode,
+                                                 bool spawns) = 0;
+  // Puts the cgroup under the BPF guard of `mode` (kLsm or kSignal: what
+  // PrepareGuard chose; kOff and kLandlock attach nothing).
   virtual absl::Status AddGuard(const CgroupRef& cgroup, GuardMode mode) = 0;
   // Returns the events the kernel lost for the sandbox.
   virtual absl::StatusOr<uint64_t> RemoveGuard(uint64_t cgroup_id) = 0;

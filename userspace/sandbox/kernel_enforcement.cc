@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "confine/confine.h"
 #include "guard/guard_protect.h"
+#include "host/bpf_lsm.h"
 
 namespace sandfence {
 
@@ -48,8 +50,9 @@ KernelEnforcement::~KernelEnforcement() {
     for (auto& [id, held] : cgroups_) held.cgroup.Release();
   }
   if (!host_ || !host_->pinned() || !egress_) return;
-  // The last process out, with no sandbox left anywhere, removes the host's
-  // state: nothing stays pinned (or taxes system calls) for nobody.
+  // The last process out, with no sandbox left anywhere, detaches what runs
+  // host-wide: nothing taxes system calls for nobody. The programs and maps
+  // stay pinned, verified, for the next process (PinLayout).
   HostState::Lock lock = host_->Exclusive();
   absl::MutexLock guard_lock(&guard_mu_);
   GuardController* guard = PinnedGuard();
@@ -57,13 +60,7 @@ KernelEnforcement::~KernelEnforcement() {
       (guard != nullptr && !guard->GuardedSandboxes().empty())) {
     return;
   }
-  {
-    absl::MutexLock source_lock(&source_mu_);
-    source_.reset();
-  }
-  guard_.reset();
-  egress_.reset();
-  EgressController::RemovePins(host_->pin_root()).IgnoreError();
+  egress_->DetachHostProgs();
 }
 
 absl::StatusOr<CgroupRef> KernelEnforcement::CreateCgroup(
@@ -204,13 +201,8 @@ GuardController* KernelEnforcement::guard() {
 GuardController* KernelEnforcement::PinnedGuard() {
   if (guard_) return &*guard_;
   if (!host_->pinned()) return nullptr;
-  bool pinned = false;
-  for (const char* e : {"lsm", "signal"}) {
-    const std::string progs =
-        host_->PinPath(absl::StrCat("guard/", e, "/progs"));
-    pinned = pinned || ::access(progs.c_str(), F_OK) == 0;
-  }
-  if (!pinned) return nullptr;
+  // A guard attached to a sandbox (by any process of this build).
+  if (!GuardAttachedOnHost(*host_)) return nullptr;
   absl::StatusOr<GuardController> g =
       GuardController::Create(host_.get(), GuardMode::kAuto);
   if (!g.ok()) return nullptr;
@@ -266,8 +258,51 @@ absl::Status KernelEnforcement::RebuildEventSource() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<GuardInfo> KernelEnforcement::PrepareGuard(GuardMode mode) {
+namespace {
+
+// Whether this host can confine the processes sandfence starts: probed once
+// per process, by applying it in a short-lived child.
+const ConfineSupport& HostConfineSupport() {
+  static const ConfineSupport support = [] {
+    absl::StatusOr<ConfineSupport> probed = ProbeConfinement();
+    if (probed.ok()) return *probed;
+    ConfineSupport none;
+    none.apply_reason = std::string(probed.status().message());
+    return none;
+  }();
+  return support;
+}
+
+}  // namespace
+
+absl::StatusOr<GuardInfo> KernelEnforcement::PrepareGuard(GuardMode mode,
+                                                          bool spawns) {
   if (mode == GuardMode::kOff) return GuardInfo{};
+  const ConfineSupport& confine = HostConfineSupport();
+  GuardInfo info;
+  if (!confine.usable()) {
+    info.confine_unavailable = std::string(confine.Usable().message());
+  }
+  // Confinement stacks on any BPF guard where the driver starts processes.
+  info.confined = spawns && confine.usable();
+  if (mode == GuardMode::kLandlock) {
+    if (!confine.usable()) {
+      return Rejected(absl::StrCat(
+          "guard mode landlock: this host cannot confine processes: ",
+          info.confine_unavailable));
+    }
+    info.enforcer = Enforcer::kLandlock;
+    return info;
+  }
+  if (mode == GuardMode::kAuto && info.confined) {
+    if (absl::Status lsm = host_->BpfLsm(); !lsm.ok()) {
+      // No BPF LSM: the kernel-enforced layer, not tracepoints that kill
+      // after the fact and tax every system call on the host.
+      info.enforcer = Enforcer::kLandlock;
+      info.fallback_reason = std::string(lsm.message());
+      return info;
+    }
+  }
   absl::MutexLock lock(&guard_mu_);
   if (!guard_) {
     absl::StatusOr<GuardController> made =
@@ -285,13 +320,17 @@ absl::StatusOr<GuardInfo> KernelEnforcement::PrepareGuard(GuardMode mode) {
             : absl::StrCat(" (lsm unavailable: ", guard_->fallback_reason(),
                            ")")));
   }
-  return GuardInfo{guard_->enforcer(), guard_->fallback_reason()};
+  info.enforcer = guard_->enforcer();
+  info.fallback_reason = guard_->fallback_reason();
+  return info;
 }
 
 absl::Status KernelEnforcement::AddGuard(const CgroupRef& cgroup,
                                          GuardMode mode) {
-  if (mode == GuardMode::kOff) return absl::OkStatus();
-  absl::StatusOr<GuardInfo> info = PrepareGuard(mode);
+  if (mode == GuardMode::kOff || mode == GuardMode::kLandlock) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<GuardInfo> info = PrepareGuard(mode, /*spawns=*/false);
   if (!info.ok()) return info.status();
   absl::MutexLock lock(&guard_mu_);
   GuardedSandbox sandbox;
@@ -379,25 +418,45 @@ void KernelEnforcement::ForgetDeadDriver(uint32_t slot) {
 }
 
 std::string KernelEnforcement::GuardStatus() {
+  // Each layer as it is on this host, probed by loading or applying it
+  // (once per set, i.e. per boot and build), never by reading the LSM list.
+  const absl::Status lsm = host_->BpfLsm();
+  const ConfineSupport& confine = HostConfineSupport();
+  const absl::Status signal = host_->CachedProbe("signal_guard", [] {
+    absl::StatusOr<std::unique_ptr<HostState>> scratch = HostState::Open({});
+    if (!scratch.ok()) return scratch.status();
+    return GuardController::Create(scratch->get(), GuardMode::kSignal)
+        .status();
+  });
+  std::string attached;
   {
     absl::MutexLock lock(&guard_mu_);
     if (GuardController* g = PinnedGuard()) {
-      std::string out(g->enforcer_name());
-      if (!g->fallback_reason().empty()) {
-        absl::StrAppend(&out, " (lsm unavailable: ", g->fallback_reason(),
-                        ")");
-      }
-      return out;
+      attached = absl::StrCat("; attached now: ", g->enforcer_name());
     }
   }
-  // Probed once: it loads and attaches a program.
-  static const std::string probed = [] {
-    absl::Status lsm = ProbeBpfLsm();
-    return lsm.ok() ? std::string("lsm")
-                    : absl::StrCat("signal (lsm unavailable: ", lsm.message(),
-                                   ")");
-  }();
-  return absl::StrCat(probed, "; loaded by the first guarded sandbox");
+  // First what a daemon rollout in auto mode gets (its processes are not
+  // sandfence's to confine), then what `run` and `enter` get.
+  const std::string daemon = lsm.ok()      ? "lsm"
+                             : signal.ok() ? "signal"
+                                           : "none";
+  const std::string started = lsm.ok() && confine.usable() ? "lsm+landlock"
+                              : lsm.ok()                  ? "lsm"
+                              : confine.usable()          ? "landlock"
+                                                          : daemon;
+  return absl::StrCat(
+      daemon, " for daemon rollouts, ", started,
+      " for processes sandfence starts (run, enter); lsm: ",
+      lsm.ok() ? "runs" : absl::StrCat("unavailable (", lsm.message(), ")"),
+      "; landlock+seccomp: ",
+      confine.usable()
+          ? absl::StrCat("Landlock ABI ", confine.landlock_abi, " + seccomp")
+          : absl::StrCat("unavailable (", confine.Usable().message(), ")"),
+      "; signal: ",
+      signal.ok() ? "loads (weaker: kills after the fact, taxes every "
+                    "system call while attached)"
+                  : absl::StrCat("cannot load (", signal.message(), ")"),
+      attached);
 }
 
 std::vector<uint64_t> KernelEnforcement::AllSandboxes() {

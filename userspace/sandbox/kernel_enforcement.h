@@ -52,7 +52,7 @@ class KernelEnforcement : public HostEnforcement {
   absl::StatusOr<SandboxCounters> EgressCounters(uint64_t cgroup_id) override;
   absl::StatusOr<AdoptedSandbox> AdoptEgress(uint64_t cgroup_id) override;
 
-  absl::StatusOr<GuardInfo> PrepareGuard(GuardMode mode) override;
+  absl::StatusOr<GuardInfo> PrepareGuard(GuardMode mode, bool spawns) override;
   absl::Status AddGuard(const CgroupRef& cgroup, GuardMode mode) override;
   absl::StatusOr<uint64_t> RemoveGuard(uint64_t cgroup_id) override;
   absl::Status AdoptGuard(uint64_t cgroup_id) override;

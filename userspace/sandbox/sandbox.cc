@@ -23,6 +23,21 @@ std::string PhaseNames(const CompiledPolicy& policy) {
   return absl::StrJoin(names, ", ");
 }
 
+// The BPF guard a sandbox's cgroup gets (nullopt: none, confinement alone
+// or off).
+std::optional<GuardMode> BpfGuardMode(const GuardInfo& guard) {
+  switch (guard.enforcer) {
+    case Enforcer::kLsm:
+      return GuardMode::kLsm;
+    case Enforcer::kSignal:
+      return GuardMode::kSignal;
+    case Enforcer::kOff:
+    case Enforcer::kLandlock:
+      break;
+  }
+  return std::nullopt;
+}
+
 std::string Echo(absl::string_view s) {
   if (s.size() <= 64) return absl::CHexEscape(s);
   return absl::StrCat(absl::CHexEscape(s.substr(0, 64)), "... (", s.size(),
@@ -30,6 +45,30 @@ std::string Echo(absl::string_view s) {
 }
 
 }  // namespace
+
+std::string GuardLabel(const GuardInfo& guard) {
+  std::string out(EnforcerName(guard.enforcer));
+  if (guard.confined && guard.enforcer != Enforcer::kLandlock) {
+    absl::StrAppend(&out, "+landlock");
+  }
+  return out;
+}
+
+ConfinePlan Sandbox::ConfinementPlan(
+    const std::vector<std::string>& own_paths) const {
+  ConfinePlan plan;
+  plan.no_access = own_paths;
+  plan.deny_io_uring = false;
+  plan.deny_ptrace = false;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = static_cast<size_t>(phase_index_); i < policy_.phases.size();
+       ++i) {
+    const CompiledPhase& p = policy_.phases[i];
+    plan.deny_io_uring = plan.deny_io_uring || !p.guard_allow_io_uring;
+    plan.deny_ptrace = plan.deny_ptrace || p.guard_deny_ptrace;
+  }
+  return plan;
+}
 
 std::string GuardEnforcementText(const GuardInfo& guard, GuardMode mode,
                                  const CompiledPolicy& policy) {
@@ -41,7 +80,22 @@ std::string GuardEnforcementText(const GuardInfo& guard, GuardMode mode,
                                     GuardModeName(asked)));
     }
   }
-  std::string out(EnforcerName(guard.enforcer));
+  std::string out = GuardLabel(guard);
+  if (guard.enforcer == Enforcer::kLandlock) {
+    absl::StrAppend(&out,
+                    guard.confined
+                        ? " (Landlock + seccomp on the processes sandfence "
+                          "starts, kernel-enforced)"
+                        : " (Landlock + seccomp on the processes started "
+                          "through `sandfence enter`; nothing else placed in "
+                          "the cgroup is guarded)");
+  } else if (guard.confined) {
+    absl::StrAppend(&out, " (and Landlock + seccomp on the processes "
+                          "sandfence starts)");
+  }
+  if (!guard.fallback_reason.empty() && guard.enforcer != Enforcer::kLsm) {
+    absl::StrAppend(&out, "; lsm unavailable: ", guard.fallback_reason);
+  }
   if (mode == GuardMode::kSignal && guard.enforcer == Enforcer::kLsm) {
     absl::StrAppend(&out,
                     "; mode signal asked, this host's process guard runs lsm");
@@ -210,7 +264,8 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
       sb->borrowed_ ? GuardMode::kOff
                     : spec.guard_mode.value_or(GuardModeFromPolicy(phase.guard));
   if (!sb->borrowed_) {
-    absl::StatusOr<GuardInfo> guard = host->PrepareGuard(sb->guard_mode_);
+    absl::StatusOr<GuardInfo> guard =
+        host->PrepareGuard(sb->guard_mode_, spec.spawns);
     if (!guard.ok()) {
       return absl::Status(
           guard.status().code(),
@@ -290,9 +345,8 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
     if (sb->dns_upstreams_) {
       if (absl::Status s = sb->ServeDns(spec.netns_fd); !s.ok()) return s;
     }
-    if (sb->guard_mode_ != GuardMode::kOff) {
-      if (absl::Status s = host->AddGuard(sb->cgroup_, sb->guard_mode_);
-          !s.ok()) {
+    if (const std::optional<GuardMode> bpf = BpfGuardMode(sb->guard_)) {
+      if (absl::Status s = host->AddGuard(sb->cgroup_, *bpf); !s.ok()) {
         return absl::Status(s.code(),
                             absl::StrCat("process guard: ", s.message()));
       }
@@ -389,15 +443,19 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Adopt(HostEnforcement* host,
 
   // The guard: take it over, or guard the sandbox again.
   if (!sb->borrowed_ && sb->guard_mode_ != GuardMode::kOff) {
-    absl::StatusOr<GuardInfo> info = host->PrepareGuard(sb->guard_mode_);
+    absl::StatusOr<GuardInfo> info =
+        host->PrepareGuard(sb->guard_mode_, /*spawns=*/false);
     if (info.ok()) {
       sb->guard_ = *info;
-      absl::Status taken = host->AdoptGuard(spec.cgroup_id);
+      const std::optional<GuardMode> bpf = BpfGuardMode(sb->guard_);
+      // Landlock lives in the sandbox's processes: nothing to take over.
+      absl::Status taken =
+          bpf ? host->AdoptGuard(spec.cgroup_id) : absl::OkStatus();
       if (!taken.ok() && cgroup_held) {
         sb->adoption_warnings_.push_back(absl::StrCat(
             "the process guard did not govern the sandbox when it was "
             "adopted (", taken.message(), "); it was guarded again"));
-        taken = host->AddGuard(sb->cgroup_, sb->guard_mode_);
+        taken = host->AddGuard(sb->cgroup_, *bpf);
       }
       if (taken.ok()) {
         absl::MutexLock lock(&sb->mu_);

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "compile/compiled_policy.h"
+#include "confine/confine.h"
 #include "egress/net_event.h"
 #include "guard/guard_abi.h"
 #include "guard/guard_types.h"
@@ -62,6 +63,11 @@ struct SandboxSpec {
   std::string initial_phase;  // "" = the policy's first
   // The process guard; unset: the initial phase's guard block.
   std::optional<GuardMode> guard_mode;
+  // The driver starts the sandbox's processes itself (`run`): they get
+  // Landlock + seccomp where the host has them (guard().confined; the
+  // driver applies ConfinementPlan() to each), and auto prefers that to
+  // the signal enforcer.
+  bool spawns = false;
   // The record's journal; "" = no record.
   std::string record_path;
   RecorderOptions record_options;
@@ -140,6 +146,11 @@ class Sandbox : private EventRoute {
   const std::string& guard_text() const { return guard_text_; }
   const GuardInfo& guard() const { return guard_; }
   GuardMode guard_mode() const { return guard_mode_; }
+  // What the processes a driver starts from now on must apply to
+  // themselves (guard().confined): the strictest of the phases from the
+  // current one to the last, since Landlock and seccomp stay for the
+  // process's life; sandfence's own files (own_paths) out of reach.
+  ConfinePlan ConfinementPlan(const std::vector<std::string>& own_paths) const;
   // What adoption found wrong (hooks removed, a phase switch cut short).
   const std::vector<std::string>& adoption_warnings() const {
     return adoption_warnings_;
