@@ -6,6 +6,10 @@
  *   ok            the access succeeded (exit status 0)
  *   errno N       it failed with errno N (exit status 1)
  *
+ * and, after "ok", "read-failed N" when an open succeeded but reading its
+ * first byte failed with errno N (some /proc files check access at read
+ * time, not at open: the landlock suite tells the two apart).
+ *
  * A process killed by the signal enforcer reports nothing: its parent sees
  * SIGKILL. Plain C and raw system calls, so that what the kernel sees is
  * exactly what the scenario names.
@@ -37,6 +41,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The errno of the last failed read in open_read (0: none). */
+static int read_errno;
+
 static int report(long rc)
 {
 	if (rc < 0) {
@@ -45,6 +52,8 @@ static int report(long rc)
 		return 1;
 	}
 	printf("ok\n");
+	if (read_errno)
+		printf("read-failed %d\n", read_errno);
 	fflush(stdout);
 	return 0;
 }
@@ -62,7 +71,8 @@ static long open_read(const char *path)
 
 	if (fd < 0)
 		return -1;
-	(void)!read(fd, &c, 1);
+	if (read(fd, &c, 1) < 0)
+		read_errno = errno;
 	close(fd);
 	return 0;
 }
@@ -592,12 +602,31 @@ static long thread_open(const char *path)
 
 /* --- Paths into /proc ------------------------------------------------------------- */
 
-/* A fresh directory of ours for links. */
+/* Our scratch directory and the link in it, removed at exit. */
+static char scratch[200], scratch_link[256];
+
+static void remove_scratch(void)
+{
+	if (scratch_link[0])
+		unlink(scratch_link);
+	rmdir(scratch);
+}
+
+/*
+ * A fresh directory of ours for links: in $SF_GUARD_SCRATCH, else /tmp
+ * (the landlock suite's /tmp lies on the way to a no_access path, where
+ * Landlock lets nothing new be made).
+ */
 static char *scratch_dir(void)
 {
-	static char dir[] = "/tmp/sf-guard-actor-XXXXXX";
+	const char *parent = getenv("SF_GUARD_SCRATCH");
 
-	return mkdtemp(dir);
+	snprintf(scratch, sizeof(scratch), "%s/sf-guard-actor-XXXXXX",
+		 parent && parent[0] ? parent : "/tmp");
+	if (!mkdtemp(scratch))
+		return NULL;
+	atexit(remove_scratch);
+	return scratch;
 }
 
 /* symlink(target, <scratch>/lnk), then open lnk[/rel] (or chdir there). */
@@ -611,6 +640,7 @@ static long symlink_open(const char *target, const char *rel, int chdir_first)
 	snprintf(link, sizeof(link), "%s/lnk", dir);
 	if (symlink(target, link) != 0)
 		return -1;
+	snprintf(scratch_link, sizeof(scratch_link), "%s", link);
 	if (chdir_first) {
 		if (chdir(link) != 0)
 			return -1;
