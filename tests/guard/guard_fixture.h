@@ -7,18 +7,21 @@
 
 #include <sys/types.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/cgroup.h"
 #include "gtest/gtest.h"
 #include "guard/guard_abi.h"
 #include "guard/guard_controller.h"
-#include "common/cgroup.h"
+#include "guard_domain.h"
 
 namespace sandfence::guard_test {
 
@@ -113,6 +116,9 @@ class Child {
     std::vector<std::string> argv;  // argv[0] is the executable's path
     uid_t uid = kRoot;              // not root: through setpriv
     std::string cgroup_dir;         // moved there before exec; "" stays
+    // Started by this zygote, in its Landlock domain (landlock suite);
+    // null: forked here, unconfined.
+    const Zygote* zygote = nullptr;
   };
   static absl::StatusOr<Child> Spawn(const Spec& spec);
 
@@ -147,7 +153,8 @@ struct Target {
   size_t len = 0;
   int fd = -1;  // a file it holds open
 };
-absl::StatusOr<Target> StartTarget(uid_t uid, const std::string& cgroup_dir);
+absl::StatusOr<Target> StartTarget(uid_t uid, const std::string& cgroup_dir,
+                                   const Zygote* zygote = nullptr);
 
 // What a scenario expects in one enforcer mode.
 enum class Outcome {
@@ -159,6 +166,14 @@ enum class Outcome {
   // succeeds, with a "denied" event: the kernel reports success when part
   // of a call went through (kill(-1) and kill(0) signal what they may)
   kDeniedPartly,
+  // Landlock (no event ever): the open succeeds, its read fails with err
+  // (/proc/<pid>/syscall, stack: checked when read, not when opened)
+  kReadRefused,
+  // Landlock: succeeds, no event, and the target (outside the domain) got
+  // nothing: kill(-1), kill(0), kill(-pgrp) skip what is outside
+  kScopedOut,
+  // The row means nothing to this enforcer: skipped, with `why`
+  kNotApplicable,
 };
 
 struct Expect {
@@ -168,6 +183,8 @@ struct Expect {
   uint32_t proc_class = 0;  // enum sf_proc_class; 0: not checked
   // The target must still run afterwards (a refused signal never landed).
   bool target_survives = false;
+  // kNotApplicable: why (the skip's message).
+  const char* why = nullptr;
 };
 
 inline Expect Allowed() { return {Outcome::kAllowed}; }
@@ -181,6 +198,24 @@ inline Expect Audited(uint32_t what, uint32_t cls = 0) {
 inline Expect Denied(int err, uint32_t what, uint32_t cls = 0) {
   return {Outcome::kDenied, err, what, cls};
 }
+inline Expect ReadRefused(int err) { return {Outcome::kReadRefused, err}; }
+inline Expect ScopedOut() { return {Outcome::kScopedOut}; }
+inline Expect NotApplicable(const char* why) {
+  Expect e{Outcome::kNotApplicable};
+  e.why = why;
+  return e;
+}
+// Landlock's signal scope: EPERM, and the target must still run.
+inline Expect LandlockSignalRefused() {
+  Expect e = Refused(EPERM);
+  e.target_survives = true;
+  return e;
+}
+// Why an audit-only sandbox's rows do not run under landlock.
+inline constexpr char kLandlockNoAudit[] =
+    "Landlock and seccomp refuse or allow, and record nothing: there is no "
+    "audit-only Landlock sandbox (no policy asks the landlock guard to "
+    "audit; an audit-only phase is about the network)";
 
 // One row: who does what to whom, and what each enforcer must make of it.
 struct Scenario {
@@ -215,12 +250,16 @@ void AddReachScenarios(std::vector<Scenario>* table);
 std::string ScenarioTestName(const ::testing::TestParamInfo<Scenario>& row);
 
 // Everything one test process needs: a loaded guard in the requested
-// mode, the sandboxes, the second procfs and the event stream.
+// mode, the sandboxes, the second procfs and the event stream. kLandlock
+// loads no BPF guard: its sandboxes are Landlock domains (zygotes) whose
+// plan is `run`'s, with the protected files as sandfence's own paths.
 class GuardWorld {
  public:
   static absl::StatusOr<GuardWorld*> Get(Enforcer enforcer);
 
-  GuardController& guard() { return guard_; }
+  Enforcer enforcer() const { return enforcer_; }
+  // The BPF guard (kLsm, kSignal only).
+  GuardController& guard() { return *guard_; }
   Sandboxes& sandboxes() { return sandboxes_; }
   const std::string& proc_mount() const { return proc_.path(); }
   const ProtectedFiles& protected_files() const { return files_; }
@@ -241,17 +280,32 @@ class GuardWorld {
   // guard may audit or deny, never kill.
   void RunPsAux(uid_t uid);
 
+  // kLandlock: the zygote whose domain stands for this sandbox (kGuarded
+  // and kSub share one, kUring has its own: its plan allows io_uring),
+  // started on first use; null for kOutside and kUnguarded (unconfined).
+  // kAudited has no Landlock counterpart: an error.
+  absl::StatusOr<const Zygote*> ZygoteFor(Where where);
+  // kLandlock: the plan of the sandbox at `where` (kGuarded or kUring).
+  ConfinePlan LandlockPlan(Where where) const;
+
   // Use Get().
-  GuardWorld(GuardController guard, Sandboxes sandboxes, ProcMount proc,
-             ProtectedFiles files);
+  GuardWorld(Enforcer enforcer, std::optional<GuardController> guard,
+             Sandboxes sandboxes, ProcMount proc, ProtectedFiles files);
+  ~GuardWorld();
 
  private:
-  GuardController guard_;
+  // kLandlock: Run() and RunPsAux() through the zygotes.
+  Enforcer enforcer_;
+  std::optional<GuardController> guard_;
   Sandboxes sandboxes_;
   ProcMount proc_;
   ProtectedFiles files_;
   std::vector<sf_guard_event> events_;
   std::unique_ptr<GuardEventReader> reader_;
+  // The directory the actor makes its scratch directories in
+  // (SF_GUARD_SCRATCH), removed with the world (MakeScratch).
+  std::string scratch_;
+  std::unique_ptr<Zygote> guarded_zygote_, uring_zygote_;
 };
 
 // The helper executables.
