@@ -455,10 +455,11 @@ int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
 
 // Where the actor makes its scratch directories (SF_GUARD_SCRATCH), removed
 // with the world, with what killed actors left there. For landlock it
-// must exist before a plan is prepared: the protected directory lies in
-// /tmp, so /tmp is on the way to a no_access path, and Landlock then lets
-// nothing new be made directly in it (landlock.h), which `run` never does
-// to /tmp (sandfence's own paths are elsewhere).
+// must exist before a plan is prepared: the protected directory and the
+// second procfs lie in /tmp, so /tmp is on the way to a no_access path and
+// a no_write mount, and Landlock then lets nothing new be made directly in
+// it (landlock.h), which `run` does not do to /tmp (sandfence's own paths
+// are elsewhere).
 absl::StatusOr<std::string> MakeScratch() {
   char scratch[] = "/tmp/sf-guard-scratch-XXXXXX";
   if (::mkdtemp(scratch) == nullptr) return ErrnoError(errno, "mkdtemp");

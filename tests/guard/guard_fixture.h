@@ -235,6 +235,11 @@ struct Scenario {
   std::vector<std::string> args;
   Expect signal;
   Expect lsm;
+  // Landlock + seccomp + no_new_privs, applied as `sandfence run` applies
+  // them (guard_landlock_test.cc): the kernel's own refusals, never an
+  // event. A row Landlock does not cover says "landlock: not covered
+  // (why)" in its description.
+  Expect landlock;
   // A child the call creates must never have run where the call is
   // stopped (clone3 into a cgroup outside, clone(CLONE_FILES)).
   bool child_must_not_run = false;

@@ -77,7 +77,7 @@ void AddReachScenarios(std::vector<Scenario>* table) {
          Keep(std::string("root in the sandbox: ") + sig.description +
               " of another UID's process outside"),
          kRoot, Where::kGuarded, kOtherUid, Where::kOutside, sig.args,
-         Killed(SF_WHAT_SIGNAL), SignalDenied()});
+         Killed(SF_WHAT_SIGNAL), SignalDenied(), LandlockSignalRefused()});
   }
   add({"signal_kill_same_uid_outside",
        "an agent: kill(pid, SIGTERM) of its own UID's process outside",
@@ -87,34 +87,41 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"kill", "{pid}", "15"},
        Killed(SF_WHAT_SIGNAL),
-       SignalDenied()});
+       SignalDenied(),
+       LandlockSignalRefused()});
   add({"signal_kill_everyone",
-       "an agent: kill(-1, SIGURG), its own UID's processes outside too",
+       "an agent: kill(-1, SIGURG), its own UID's processes outside too"
+       "; landlock: succeeds, outside processes skipped (signal scope)",
        kAgentUid,
        Where::kGuarded,
        kAgentUid,
        Where::kOutside,
        {"kill", "-1", "23"},
        Killed(SF_WHAT_SIGNAL),
-       SignalDeniedPartly()});
+       SignalDeniedPartly(),
+       ScopedOut()});
   add({"signal_kill_foreign_group",
-       "root in the sandbox: kill(-pgrp, SIGURG) of a group with outsiders",
+       "root in the sandbox: kill(-pgrp, SIGURG) of a group with outsiders"
+       "; landlock: succeeds, outside members skipped (signal scope)",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"kill", "-{pgid}", "23"},
        Killed(SF_WHAT_SIGNAL),
-       SignalDeniedPartly()});
+       SignalDeniedPartly(),
+       ScopedOut()});
   add({"signal_kill_own_group_with_outsiders",
-       "root in the sandbox: kill(0, SIGURG), its group reaching outside",
+       "root in the sandbox: kill(0, SIGURG), its group reaching outside"
+       "; landlock: succeeds, outside members skipped (signal scope)",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"kill", "0", "23"},
        Killed(SF_WHAT_SIGNAL),
-       SignalDeniedPartly()});
+       SignalDeniedPartly(),
+       ScopedOut()});
   // The kernel refuses an unprivileged signal to another UID before asking
   // the LSM; signal mode judges the attempt at entry.
   add({"signal_agent_to_other_uid",
@@ -125,16 +132,19 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"kill", "{pid}", "15"},
        Killed(SF_WHAT_SIGNAL),
-       Refused(EPERM)});
+       Refused(EPERM),
+       LandlockSignalRefused()});
   add({"audit_only_signal",
-       "root in an audit-only sandbox signals a process outside",
+       "root in an audit-only sandbox signals a process outside"
+       "; landlock: not applicable (no audit-only Landlock sandbox)",
        kRoot,
        Where::kAudited,
        kOtherUid,
        Where::kOutside,
        {"kill", "{pid}", "15"},
        Audited(SF_WHAT_SIGNAL),
-       Audited(SF_WHAT_SIGNAL)});
+       Audited(SF_WHAT_SIGNAL),
+       NotApplicable(kLandlockNoAudit)});
   add({"control_signal_own_child",
        "an agent signals its own child in the sandbox",
        kAgentUid,
@@ -142,6 +152,7 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        kOtherUid,
        Where::kOutside,
        {"kill-own-child"},
+       Allowed(),
        Allowed(),
        Allowed()});
   add({"control_signal_own_group",
@@ -152,6 +163,7 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"kill-own-group"},
        Allowed(),
+       Allowed(),
        Allowed()});
   add({"control_signal_other_uid_same_sandbox",
        "root signals another UID's process in its own sandbox",
@@ -161,49 +173,59 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kGuarded,
        {"kill", "{pid}", "15"},
        Allowed(),
+       Allowed(),
        Allowed()});
   // Signal 0 delivers nothing and, refused, would still say the process
-  // exists (ESRCH is answered before the LSM is asked): allowed.
+  // exists (ESRCH is answered before the LSM is asked): allowed. Landlock's
+  // signal scope refuses it all the same (EPERM says as much as success).
   add({"control_signal_zero_outside",
-       "root in the sandbox probes a process outside with kill(pid, 0)",
+       "root in the sandbox probes a process outside with kill(pid, 0)"
+       "; landlock: refused (the signal scope refuses signal 0 too)",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"kill", "{pid}", "0"},
        Allowed(),
-       Allowed()});
+       Allowed(),
+       Refused(EPERM)});
 
   // --- io_uring (item 5, finding E5) -----------------------------------------
   add({"uring_fixed_file_cgroup_escape",
        "E5: IORING_OP_OPENAT of cgroup.procs outside into a fixed-file slot, "
-       "then IORING_OP_WRITE of our pid",
+       "then IORING_OP_WRITE of our pid"
+       "; landlock: seccomp refuses io_uring_setup",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"uring-fixed-write", "{escape}/cgroup.procs", "self"},
        Killed(SF_WHAT_IO_URING),
-       Denied(EPERM, SF_WHAT_CGROUP_WRITE)});
+       Denied(EPERM, SF_WHAT_CGROUP_WRITE),
+       Refused(EPERM)});
   // lsm's file_open sees an io_uring open, even into a fixed-file slot.
   add({"uring_fixed_file_environ",
-       "IORING_OP_OPENAT of /proc/<pid>/environ into a fixed-file slot",
+       "IORING_OP_OPENAT of /proc/<pid>/environ into a fixed-file slot"
+       "; landlock: seccomp refuses io_uring_setup",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"uring-fixed-open", "/proc/{pid}/environ"},
        Killed(SF_WHAT_IO_URING),
-       Denied(EPERM, SF_WHAT_PROC_OPEN, SF_PROC_ENVIRON)});
+       Denied(EPERM, SF_WHAT_PROC_OPEN, SF_PROC_ENVIRON),
+       Refused(EPERM)});
   add({"uring_setup_refused",
-       "root in the sandbox sets up io_uring (not allowed by its policy)",
+       "root in the sandbox sets up io_uring (not allowed by its policy)"
+       "; landlock: seccomp refuses io_uring_setup",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"uring-open", "/dev/null"},
        Killed(SF_WHAT_IO_URING),
-       Allowed()});
+       Allowed(),
+       Refused(EPERM)});
   add({"control_uring_allowed",
        "io_uring in a sandbox whose policy allows it",
        kRoot,
@@ -212,57 +234,68 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"uring-open", "/dev/null"},
        Allowed(),
+       Allowed(),
        Allowed()});
 
   // --- perf_event_open (finding E7)
   // -------------------------------------------
   add({"perf_other_process",
-       "E7: perf_event_open(pid) sampling another process's user stack",
+       "E7: perf_event_open(pid) sampling another process's user stack"
+       "; landlock: seccomp refuses perf_event_open",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"perf-open", "{pid}"},
        Killed(SF_WHAT_PERF_OPEN),
-       Denied(EPERM, SF_WHAT_PERF_OPEN)});
+       Denied(EPERM, SF_WHAT_PERF_OPEN),
+       Refused(EPERM)});
   add({"perf_cpu_wide",
-       "perf_event_open(pid -1, cpu 0): every process on a CPU",
+       "perf_event_open(pid -1, cpu 0): every process on a CPU"
+       "; landlock: seccomp refuses perf_event_open",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"perf-open-cpu"},
        Killed(SF_WHAT_PERF_OPEN),
-       Denied(EPERM, SF_WHAT_PERF_OPEN)});
+       Denied(EPERM, SF_WHAT_PERF_OPEN),
+       Refused(EPERM)});
   add({"control_perf_self",
-       "perf_event_open on itself",
+       "perf_event_open on itself"
+       "; landlock: refused too (seccomp refuses perf_event_open outright)",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"perf-open", "0"},
        Allowed(),
-       Allowed()});
+       Allowed(),
+       Refused(EPERM)});
 
   // --- kcmp and namespace files (finding E8) ---------------------------------
   add({"kcmp_other_process",
-       "E8: kcmp(self, pid, KCMP_VM) with another process outside",
+       "E8: kcmp(self, pid, KCMP_VM) with another process outside"
+       "; landlock: seccomp refuses kcmp",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"kcmp", "{pid}"},
        Killed(SF_WHAT_KCMP),
-       Denied(EPERM, SF_WHAT_KCMP)});
+       Denied(EPERM, SF_WHAT_KCMP),
+       Refused(EPERM)});
   add({"control_kcmp_own_child",
-       "kcmp of two of its own processes",
+       "kcmp of two of its own processes"
+       "; landlock: refused too (seccomp refuses kcmp outright)",
        kAgentUid,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"kcmp-own-child"},
        Allowed(),
-       Allowed()});
+       Allowed(),
+       Refused(EPERM)});
   add({"ns_net_other_uid",
        "E8: root in the sandbox opens /proc/<pid>/ns/net of another UID",
        kRoot,
@@ -271,7 +304,8 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"open", "/proc/{pid}/ns/net"},
        Killed(SF_WHAT_PROC_LINK, SF_PROC_NS),
-       Walk()});
+       Walk(),
+       Refused(EACCES)});
   add({"ns_user_same_uid_outside",
        "E8: an agent opens /proc/<pid>/ns/user of its UID outside",
        kAgentUid,
@@ -280,16 +314,20 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"open", "/proc/{pid}/ns/user"},
        Killed(SF_WHAT_PROC_LINK, SF_PROC_NS),
-       Walk()});
+       Walk(),
+       Refused(EACCES)});
   add({"ns_dir_other_uid",
-       "root in the sandbox opens the directory /proc/<pid>/ns",
+       "root in the sandbox opens the directory /proc/<pid>/ns"
+       "; landlock: not covered (the ns/ directory itself is not ptrace-gated; "
+       "each link in it is)",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"open", "/proc/{pid}/ns"},
        Killed(SF_WHAT_PROC_OPEN, SF_PROC_NS),
-       Denied(EPERM, SF_WHAT_PROC_OPEN, SF_PROC_NS)});
+       Denied(EPERM, SF_WHAT_PROC_OPEN, SF_PROC_NS),
+       Allowed()});
   add({"control_ns_self",
        "an agent opens its own /proc/self/ns/net",
        kAgentUid,
@@ -298,30 +336,38 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"open", "/proc/self/ns/net"},
        Allowed(),
+       Allowed(),
        Allowed()});
 
   // --- bpf() and shared fd tables
   // ---------------------------------------------
   add({"bpf_in_sandbox",
-       "root in the sandbox calls bpf(BPF_MAP_CREATE)",
+       "root in the sandbox calls bpf(BPF_MAP_CREATE)"
+       "; landlock: seccomp refuses bpf",
        kRoot,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"bpf-map-create"},
        Killed(SF_WHAT_BPF),
-       Denied(EPERM, SF_WHAT_BPF)});
+       Denied(EPERM, SF_WHAT_BPF),
+       Refused(EPERM)});
   // Signal mode only: a process sharing the fd table would keep an fd its
   // killed sharer opened. lsm refuses before anything is opened.
-  Scenario clone_files{"clone_files_refused",
-                       "clone(CLONE_FILES) without CLONE_THREAD",
-                       kRoot,
-                       Where::kGuarded,
-                       kOtherUid,
-                       Where::kOutside,
-                       {"clone-files"},
-                       Killed(SF_WHAT_CLONE_FILES),
-                       Allowed()};
+  Scenario clone_files{
+      "clone_files_refused",
+      "clone(CLONE_FILES) without CLONE_THREAD"
+      "; landlock: not covered (nor needed: the signal enforcer kills after an "
+      "open, leaving the fd to a sharer of the table; Landlock refuses before "
+      "any fd exists)",
+      kRoot,
+      Where::kGuarded,
+      kOtherUid,
+      Where::kOutside,
+      {"clone-files"},
+      Killed(SF_WHAT_CLONE_FILES),
+      Allowed(),
+      Allowed()};
   clone_files.child_must_not_run = true;
   add(clone_files);
   add({"control_threads_share_files",
@@ -332,6 +378,7 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"thread-open", "/dev/null"},
        Allowed(),
+       Allowed(),
        Allowed()});
 
   // --- Symbolic links and fd paths into /proc (finding E6) ------------------
@@ -341,6 +388,10 @@ void AddReachScenarios(std::vector<Scenario>* table) {
     const char* description;
     std::vector<std::string> args;
     Expect signal;
+    // Landlock: a walk through another process's magic link is refused
+    // by its ptrace scope (EACCES); open_tree and name_to_handle_at by
+    // seccomp (EPERM).
+    Expect landlock = Refused(EACCES);
   };
   const Path paths[] = {
       {"symlink_to_pid_dir",
@@ -366,11 +417,13 @@ void AddReachScenarios(std::vector<Scenario>* table) {
       {"open_tree_of_fd_link",
        "E6: open_tree(/proc/<pid>/fd/<n>), reopened via /proc/self/fd",
        {"open-tree-reopen", "/proc/{pid}/fd/{fd}", ""},
-       Killed(SF_WHAT_PROC_LINK, SF_PROC_FD_LINK)},
+       Killed(SF_WHAT_PROC_LINK, SF_PROC_FD_LINK),
+       Refused(EPERM)},
       {"open_tree_of_pid_dir",
        "open_tree(/proc/<pid>), then openat(tree, \"fd/<n>\")",
        {"open-tree-reopen", "/proc/{pid}", "fd/{fd}"},
-       Killed(SF_WHAT_PROC_HANDLE)},
+       Killed(SF_WHAT_PROC_HANDLE),
+       Refused(EPERM)},
       {"cwd_through_symlink",
        "E6: ln -s /proc/<pid>/cwd lnk; cd lnk; cat a file",
        {"symlink-chdir-open", "/proc/{pid}/cwd", "{free_name}/state"},
@@ -390,13 +443,16 @@ void AddReachScenarios(std::vector<Scenario>* table) {
       {"name_to_handle_of_fd_link",
        "name_to_handle_at(/proc/<pid>/fd/<n>, AT_SYMLINK_FOLLOW)",
        {"name-to-handle", "/proc/{pid}/fd/{fd}"},
-       Killed(SF_WHAT_PROC_HANDLE, SF_PROC_FD_LINK)},
+       Killed(SF_WHAT_PROC_HANDLE, SF_PROC_FD_LINK),
+       Refused(EPERM)},
   };
   for (const Path& p : paths) {
     add({Keep(std::string("reach_") + p.name),
-         Keep(std::string("an agent: ") + p.description), kAgentUid,
-         Where::kGuarded, kAgentUid, Where::kOutside, p.args, p.signal,
-         Walk()});
+         Keep(std::string("an agent: ") + p.description +
+              (p.landlock.err == EPERM ? "; landlock: seccomp refuses the call"
+                                       : "")),
+         kAgentUid, Where::kGuarded, kAgentUid, Where::kOutside, p.args,
+         p.signal, Walk(), p.landlock});
   }
   // /proc/<pid>/root/x of a process that shares our root is /x: signal
   // mode does not judge it (docs/guard.md); lsm refuses the walk.
@@ -408,17 +464,22 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"open", "/proc/{pid}/root" + target_bin},
        Allowed(),
-       Walk()});
+       Walk(),
+       Refused(EACCES)});
   // Signal mode refuses a symlink to /dev/fd (a way into /proc/self/fd that
   // a later path need not spell); lsm has nothing against it.
   add({"reach_symlink_to_dev_fd",
-       "an agent: a symlink to /dev/fd, then opened",
+       "an agent: a symlink to /dev/fd, then opened"
+       "; landlock: not covered (nor needed: /dev/fd is the caller's own "
+       "/proc/self/fd; only the signal enforcer's symlink heuristic refuses "
+       "it)",
        kAgentUid,
        Where::kGuarded,
        kOtherUid,
        Where::kOutside,
        {"symlink-open", "/dev/fd", ""},
        Killed(SF_WHAT_SYMLINK_PROC),
+       Allowed(),
        Allowed()});
   add({"control_symlink_to_a_file",
        "an agent: a symlink to an ordinary file, then opened",
@@ -427,6 +488,7 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        kOtherUid,
        Where::kOutside,
        {"symlink-open", target_bin, ""},
+       Allowed(),
        Allowed(),
        Allowed()});
   add({"control_self_fd_of_own_dir",
@@ -437,6 +499,7 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"own-link-open", "self", "{free}", "state"},
        Allowed(),
+       Allowed(),
        Allowed()});
   add({"control_chdir_own_cwd_link",
        "an agent: chdir(/proc/self/cwd), then open a file",
@@ -445,6 +508,7 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        kOtherUid,
        Where::kOutside,
        {"chdir-open", "/proc/self/cwd", target_bin},
+       Allowed(),
        Allowed(),
        Allowed()});
 
@@ -455,6 +519,11 @@ void AddReachScenarios(std::vector<Scenario>* table) {
     std::vector<std::string> args;
     uint32_t signal_what;
     uint32_t lsm_what;
+    // Landlock: the protected directory is a no_access path, so every
+    // change beneath it is refused (EACCES; a link out of it EXDEV),
+    // except what Landlock has no right for.
+    Expect landlock = Refused(EACCES);
+    const char* landlock_note = nullptr;
   };
   const Change changes[] = {
       {"unlink_state",
@@ -532,7 +601,10 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        "chmod(pins)",
        {"chmod", "{prot}/pins"},
        SF_WHAT_PROT_SETATTR,
-       SF_WHAT_PROT_SETATTR},
+       SF_WHAT_PROT_SETATTR,
+       Allowed(),
+       "not covered (Landlock has no right for chmod or chown: a file's "
+       "metadata changes under every rule; DAC lets root)"},
       // A new name made by mknod (a FIFO here) or by bind() of a Unix
       // socket: lsm's inode_mknod sees both; signal mode judges both calls.
       {"mkfifo_in",
@@ -549,7 +621,10 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        "link(state, elsewhere)",
        {"link", "{prot}/state", "{free}/hard"},
        SF_WHAT_PROT_CREATE,
-       SF_WHAT_PROT_CREATE},
+       SF_WHAT_PROT_CREATE,
+       Refused(EXDEV),
+       "refused with EXDEV (Landlock refuses a link that would give a file "
+       "more rights under its new name than it has where it is)"},
       {"symlink_in",
        "symlink(a file, <dir>/lnk)",
        {"symlink", target_bin, "{prot}/lnk"},
@@ -559,24 +634,39 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        "connect() to the daemon's socket",
        {"connect", "{prot}/daemon.sock"},
        SF_WHAT_PROT_CONNECT,
-       SF_WHAT_PROT_CONNECT},
+       SF_WHAT_PROT_CONNECT,
+       Allowed(),
+       "not covered (connecting to a pathname Unix socket needs no Landlock "
+       "right on 6.18, even under a no_access path: the right comes in a "
+       "later kernel; file permissions still apply)"},
       {"connect_protected_socket",
        "connect() to a socket protected itself",
        {"connect", "{sock}"},
        SF_WHAT_PROT_CONNECT,
-       SF_WHAT_PROT_CONNECT},
+       SF_WHAT_PROT_CONNECT,
+       Allowed(),
+       "not covered (connecting to a pathname Unix socket needs no Landlock "
+       "right on 6.18, even under a no_access path: the right comes in a "
+       "later kernel; file permissions still apply)"},
       {"datagram_to_protected",
        "connect() and send() to a datagram socket",
        {"connect-dgram", "{prot}/dgram.sock"},
        SF_WHAT_PROT_CONNECT,
-       SF_WHAT_PROT_CONNECT},
+       SF_WHAT_PROT_CONNECT,
+       Allowed(),
+       "not covered (connecting to a pathname Unix socket needs no Landlock "
+       "right on 6.18, even under a no_access path: the right comes in a "
+       "later kernel; file permissions still apply)"},
   };
   for (const Change& c : changes) {
     add({Keep(std::string("protected_") + c.name),
          Keep(std::string("root in the sandbox, on sandfence's files: ") +
-              c.description),
+              c.description +
+              (c.landlock_note != nullptr
+                   ? std::string("; landlock: ") + c.landlock_note
+                   : std::string())),
          kRoot, Where::kGuarded, kOtherUid, Where::kOutside, c.args,
-         Killed(c.signal_what), Denied(EPERM, c.lsm_what)});
+         Killed(c.signal_what), Denied(EPERM, c.lsm_what), c.landlock});
   }
   add({"protected_agent_unlink_state",
        "an agent (DAC would let it) unlinks sandfence's state file",
@@ -586,26 +676,35 @@ void AddReachScenarios(std::vector<Scenario>* table) {
        Where::kOutside,
        {"unlink", "{prot}/state"},
        Killed(SF_WHAT_PROT_UNLINK),
-       Denied(EPERM, SF_WHAT_PROT_UNLINK)});
+       Denied(EPERM, SF_WHAT_PROT_UNLINK),
+       Refused(EACCES)});
   add({"audit_only_protected_unlink",
-       "root in an audit-only sandbox unlinks sandfence's state file",
+       "root in an audit-only sandbox unlinks sandfence's state file"
+       "; landlock: not applicable (no audit-only Landlock sandbox)",
        kRoot,
        Where::kAudited,
        kOtherUid,
        Where::kOutside,
        {"unlink", "{prot}/state"},
        Audited(SF_WHAT_PROT_UNLINK),
-       Audited(SF_WHAT_PROT_UNLINK)});
+       Audited(SF_WHAT_PROT_UNLINK),
+       NotApplicable(kLandlockNoAudit)});
   struct Free {
     const char* name;
     const char* description;
     std::vector<std::string> args;
     Where where = Where::kGuarded;
+    Expect landlock = Allowed();
+    const char* landlock_note = nullptr;
   };
   const Free frees[] = {
       {"read_protected",
        "reads sandfence's state file",
-       {"open", "{prot}/state"}},
+       {"open", "{prot}/state"},
+       Where::kGuarded,
+       Refused(EACCES),
+       "refused (a no_access path: Landlock hides it from reads too, "
+       "where the BPF guards refuse only changes)"},
       {"unlink_own_file",
        "creates and removes a file of its own",
        {"unlink-own", "{free}"}},
@@ -628,8 +727,12 @@ void AddReachScenarios(std::vector<Scenario>* table) {
   };
   for (const Free& f : frees) {
     add({Keep(std::string("control_") + f.name),
-         Keep(std::string("root ") + f.description), kRoot, f.where, kOtherUid,
-         Where::kOutside, f.args, Allowed(), Allowed()});
+         Keep(std::string("root ") + f.description +
+              (f.landlock_note != nullptr
+                   ? std::string("; landlock: ") + f.landlock_note
+                   : std::string())),
+         kRoot, f.where, kOtherUid, Where::kOutside, f.args, Allowed(),
+         Allowed(), f.landlock});
   }
 }
 
