@@ -510,10 +510,11 @@ TEST_F(EgressE2eTest, ASandboxAboveEveryEarlierOneJudgesFromItsFirstConnect) {
   controller->RemoveSandbox(inner->id()).IgnoreError();
 }
 
-// Maps pinned by a build before sf_levels hold sandboxes whose levels no
-// one wrote down. A build that reuses them makes sf_levels anew: it starts
-// every walk at level 1, never at the level of the first sandbox it adds,
-// which could be deeper than those it found.
+// Sandboxes pinned without their sf_levels entry (the map lost, or made
+// anew beside maps that hold sandboxes: sets never share maps across builds
+// now, but the rule stays): the new map starts every walk at level 1, never
+// at the level of the first sandbox added, which could be deeper than those
+// already there.
 TEST_F(EgressE2eTest, MapsFromABuildWithoutLevelsAreWalkedWhole) {
   const std::string root =
       absl::StrCat("/sys/fs/bpf/sandfence-levels-", getpid());
@@ -532,8 +533,8 @@ TEST_F(EgressE2eTest, MapsFromABuildWithoutLevelsAreWalkedWhole) {
             ->AddSandbox(outer->fd(), outer->ref(), Phase(v1::MODEL_ONLY, {}))
             .ok());
   }  // the process "dies": its sandbox stays pinned
-  // What a build before sf_levels left: no such map.
-  const std::string levels_pin = root + "/maps/sf_levels";
+  // The sandboxes stay; their levels map goes.
+  const std::string levels_pin = (*host)->pins().Map("sf_levels");
   ASSERT_EQ(unlink(levels_pin.c_str()), 0) << strerror(errno);
   auto second = EgressController::Create(host->get());
   ASSERT_TRUE(second.ok()) << second.status();

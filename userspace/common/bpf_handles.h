@@ -3,10 +3,35 @@
 #define SANDFENCE_COMMON_BPF_HANDLES_H_
 
 #include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
 
 namespace sandfence {
+
+// A map of our own (a ring, a pinned registry), named, by the bpf() system
+// call itself: libbpf's bpf_map_create() first loads two programs to learn
+// whether the kernel takes names (every kernel sandfence runs on does),
+// which would make a warm start load programs after all. Returns the fd,
+// or -1 with errno set.
+inline int CreateNamedMap(bpf_map_type type, const char* name,
+                          uint32_t key_size, uint32_t value_size,
+                          uint32_t max_entries, uint32_t flags = 0) {
+  union bpf_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.map_type = type;
+  attr.key_size = key_size;
+  attr.value_size = value_size;
+  attr.max_entries = max_entries;
+  attr.map_flags = flags;
+  std::strncpy(attr.map_name, name, sizeof(attr.map_name) - 1);
+  return static_cast<int>(
+      ::syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof(attr)));
+}
 
 struct BpfLinkDeleter {
   void operator()(bpf_link* link) const { bpf_link__destroy(link); }

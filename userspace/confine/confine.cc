@@ -9,11 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
@@ -269,6 +271,18 @@ absl::StatusOr<PreparedConfinement> PrepareConfinement(
   // Every other name the mount table gives an excluded place (devtmpfs
   // mounted again in a chroot exposes /dev/vda there) is excluded too.
   exclusions = confine::WithMountAliases(exclusions, *mounts);
+  // What the child's mount namespace will not have.
+  auto detached = [&plan](const std::string& path) {
+    for (const std::string& d : plan.detached_mounts) {
+      if (path == d || absl::StartsWith(path, d + "/")) return true;
+    }
+    return false;
+  };
+  exclusions.erase(std::remove_if(exclusions.begin(), exclusions.end(),
+                                  [&](const confine::Exclusion& e) {
+                                    return detached(e.path);
+                                  }),
+                   exclusions.end());
   // Reading is handled (and granted everywhere else) only when something
   // must not be read.
   for (const confine::Exclusion& e : exclusions) {

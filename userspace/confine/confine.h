@@ -105,6 +105,14 @@ struct ConfinePlan {
   // of the fresh /proc would be refused; ApplyConfinement opens each of
   // these again and adds the rule the plan gives that path.
   std::vector<std::string> fresh_mounts;
+  // Mount points that the process's own mount namespace detaches before it
+  // applies the confinement (`sandfence run`'s init detaches the special
+  // file systems mounted outside /proc and /sys, e.g. a second procfs under
+  // /tmp): they are not there to exclude, and excluding them would take
+  // from the directories above them every right to create (Landlock grants
+  // by hierarchy). The caller detaches them; a path not detached stays
+  // reachable, so only name what the child really detaches.
+  std::vector<std::string> detached_mounts;
   // Root opens block devices with no capability at all: the raw disk
   // beneath every file Landlock guards (sandfence's state included), read
   // or written. Every block device under /dev, and the character devices

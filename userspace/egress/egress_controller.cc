@@ -765,8 +765,8 @@ absl::Status EgressController::ProtectUnixName(const UnixName& name) {
 }
 
 absl::Status EgressController::CreateRing(uint32_t ring_bytes) {
-  ring_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "sf_events", 0, 0,
-                             ring_bytes, nullptr));
+  ring_.reset(CreateNamedMap(BPF_MAP_TYPE_RINGBUF, "sf_events", 0, 0,
+                             ring_bytes));
   if (!ring_) {
     if (errno == EINVAL) {
       return absl::InvalidArgumentError(

@@ -56,6 +56,7 @@ enum Stage {
   kStageInitFork,
   kStageSession,
   kStageNetns,
+  kStageDetach,
   // kStageConfine + ConfineStep: which step of ApplyConfinement failed.
   kStageConfine = 100,
 };
@@ -107,6 +108,8 @@ const char* StageName(int stage) {
       return "give the sandbox a session of its own";
     case kStageNetns:
       return "join the sandbox's network namespace";
+    case kStageDetach:
+      return "detach a special file system from the sandbox's mounts";
   }
   return "start the command";
 }
@@ -272,6 +275,14 @@ void IgnoreSignal(int) {}
   // Our mounts must not propagate back to the host's namespace.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     Fail(fd, kStageMountPrivate);
+  }
+  // Deepest first (the caller sorts them): a parent's detach would take
+  // its children along, and theirs would then fail.
+  for (const std::string& m : options.detach_mounts) {
+    if (::umount2(m.c_str(), MNT_DETACH) != 0 && errno != EINVAL &&
+        errno != ENOENT) {
+      Fail(fd, kStageDetach);
+    }
   }
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               nullptr) != 0) {

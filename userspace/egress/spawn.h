@@ -53,6 +53,11 @@ struct SpawnOptions {
   // not confined (it is sandfence's), the command is. Must outlive the
   // call.
   const PreparedConfinement* confinement = nullptr;
+  // With pid_namespace: mount points the init detaches (MNT_DETACH) in the
+  // sandbox's own mount namespace before the command starts (the special
+  // file systems mounted outside /proc and /sys: nothing in the sandbox
+  // needs them, and Landlock would otherwise have to fence them off).
+  std::vector<std::string> detach_mounts;
 };
 
 // Returns the child's pid. Errors in the child before exec (unknown

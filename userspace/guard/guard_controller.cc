@@ -22,6 +22,7 @@
 #include "common/cgroup.h"
 #include "common/libbpf_log.h"
 #include "common/sha256.h"
+#include "common/bpf_handles.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "guard/proc_names.h"
@@ -382,8 +383,8 @@ absl::Status GuardController::LoadOrOpen(absl::string_view dir_view) {
 }
 
 absl::Status GuardController::CreateRing() {
-  ring_.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "sf_gevents", 0, 0,
-                             256 * 1024, nullptr));
+  ring_.reset(CreateNamedMap(BPF_MAP_TYPE_RINGBUF, "sf_gevents", 0, 0,
+                             256 * 1024));
   if (!ring_) return ErrnoError(errno, "create the guard's event ring");
   const uint32_t slot = host_->slot();
   const int fd = ring_.get();

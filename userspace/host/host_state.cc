@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/bpf_handles.h"
 #include "common/status.h"
 #include "host/bpf_lsm.h"
 #include "host/build_id.h"
@@ -40,8 +41,8 @@ absl::StatusOr<UniqueFd> OpenOrCreateArray(const std::string& path,
   if (errno != ENOENT) {
     return ErrnoError(errno, absl::StrCat("open pinned map ", path));
   }
-  fd.reset(bpf_map_create(BPF_MAP_TYPE_ARRAY, name, sizeof(uint32_t),
-                          value_size, entries, nullptr));
+  fd.reset(CreateNamedMap(BPF_MAP_TYPE_ARRAY, name, sizeof(uint32_t),
+                          value_size, entries));
   if (!fd) return ErrnoError(errno, absl::StrCat("create map ", name));
   if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
     return ErrnoError(errno, absl::StrCat("pin ", path));
@@ -230,9 +231,8 @@ absl::StatusOr<std::unique_ptr<HostState>> HostState::Open(
   }
   h->facts_map_.reset(bpf_obj_get(h->pins_.FactsMap().c_str()));
   if (!h->facts_map_) {
-    h->facts_map_.reset(bpf_map_create(BPF_MAP_TYPE_HASH, "sf_facts",
-                                       sizeof(FactKey), sizeof(FactValue), 64,
-                                       nullptr));
+    h->facts_map_.reset(CreateNamedMap(BPF_MAP_TYPE_HASH, "sf_facts",
+                                       sizeof(FactKey), sizeof(FactValue), 64));
     if (!h->facts_map_ ||
         bpf_obj_pin(h->facts_map_.get(), h->pins_.FactsMap().c_str()) != 0) {
       return ErrnoError(errno, "create the pinned probe results");

@@ -15,6 +15,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -27,10 +28,34 @@
 #include "sandbox/kernel_enforcement.h"
 #include "sandbox/netns.h"
 #include "sandbox/reaper.h"
+#include "confine/landlock.h"
 #include "sandbox/sandbox.h"
 
 namespace sandfence {
 namespace {
+
+// The special file systems (DefaultNoWriteFsTypes) mounted outside /proc
+// and /sys, deepest first: the command's init detaches them. An unreadable
+// mount table detaches nothing (the confinement then fences them off).
+std::vector<std::string> SpecialMountsToDetach() {
+  std::vector<std::string> out;
+  absl::StatusOr<std::vector<confine::MountEntry>> mounts =
+      confine::ReadMountInfo();
+  if (!mounts.ok()) return out;
+  for (std::string& m :
+       confine::MountPointsOfTypes(*mounts, DefaultNoWriteFsTypes())) {
+    if (m == "/proc" || m == "/sys" || absl::StartsWith(m, "/proc/") ||
+        absl::StartsWith(m, "/sys/")) {
+      continue;
+    }
+    out.push_back(std::move(m));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const std::string& a, const std::string& b) {
+              return a.size() > b.size();
+            });
+  return out;
+}
 
 std::string Destination(const NetEvent& e) {
   if (e.is_unix()) return e.unix_name->ToString();
@@ -241,12 +266,20 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   // Landlock + seccomp for the command, built before it starts: it is
   // never started without what the guard promised.
   std::optional<PreparedConfinement> confinement;
+  std::vector<std::string> detach_mounts;
   if (sb.guard().confined) {
-    ConfinePlan plan = sb.ConfinementPlan(
-        SandfenceOwnPaths(request.pin_root, {request.record_path}));
+    // The record file stays outside the plan: hiding one file would take
+    // from the command every right directly in its directory (often /tmp).
+    // A record that must be out of reach goes under sandfence's records
+    // directory, which is.
+    ConfinePlan plan = sb.ConfinementPlan(SandfenceOwnPaths(request.pin_root));
     // The command's init mounts a /proc of its own PID namespace after
     // the rules were planned: the command gets the rights /proc has.
     plan.fresh_mounts = {"/proc"};
+    // Special file systems mounted elsewhere (a procfs under /tmp) are
+    // detached in the command's mount namespace instead of fenced off.
+    plan.detached_mounts = SpecialMountsToDetach();
+    detach_mounts = plan.detached_mounts;
     absl::StatusOr<PreparedConfinement> prepared = PrepareConfinement(plan);
     if (!prepared.ok()) {
       end().IgnoreError();
@@ -261,6 +294,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   SpawnOptions spawn;
   spawn.cgroup_fd = (*host)->CgroupFd(sb.cgroup().id);
   spawn.confinement = confinement ? &*confinement : nullptr;
+  spawn.detach_mounts = detach_mounts;
   spawn.argv = request.argv;
   spawn.uid = request.uid;
   spawn.gid = request.gid;
