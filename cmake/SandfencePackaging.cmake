@@ -11,6 +11,9 @@
 #   /usr/share/bash-completion/completions/sandfence
 #   /usr/share/containers/oci/hooks.d/sandfence-*.json  the OCI hook, for
 #                                             podman and CRI-O (packaging/oci)
+#   /usr/libexec/sandfence/sandfence-enter    `enter` statically linked, for
+#                                             container entrypoints (bound
+#                                             into images: packaging/oci)
 # /run/sandfence and /var/lib/sandfence are the unit's RuntimeDirectory and
 # StateDirectory: systemd creates them, and the package owns neither, so
 # removing it leaves records and state alone.
@@ -25,6 +28,10 @@ set(SANDFENCE_INSTALL_SYSCONFDIR "/etc" CACHE PATH
     "Where etc/sandfence/policies is installed (absolute; the unit expects /etc)")
 
 install(TARGETS sandfence RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
+if(TARGET sandfence-enter)
+  install(TARGETS sandfence-enter
+          RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/sandfence)
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/sandfence.service
         DESTINATION lib/systemd/system)
 file(GLOB SANDFENCE_SHIPPED_POLICIES CONFIGURE_DEPENDS
@@ -122,3 +129,6 @@ add_custom_target(sandfence_deb
   COMMENT "Building the sandfence .deb"
   VERBATIM)
 add_dependencies(sandfence_deb sandfence sandfence_docs)
+if(TARGET sandfence-enter)
+  add_dependencies(sandfence_deb sandfence-enter)
+endif()

@@ -1,11 +1,13 @@
-// `sandfence enter`: how a process sandfence does not start itself gets the
-// kernel-enforced process guard. A container entrypoint or a rollout
-// framework execs through it: it joins the sandbox's cgroup, confines
-// itself with Landlock + seccomp (no_new_privs, capabilities dropped) and
-// execs the agent in its place. Exit status: the command's (it replaces
-// this process); before exec: 64 usage, 75 unavailable (no daemon), 77 not
-// root, 78 rejected (this host cannot confine, or the rollout cannot be
-// entered), 127 a failure after the point of no return (said on stderr).
+// `sandfence enter`: join a sandbox, confined, and exec a command
+// (enter/enter.h says what it guarantees). The full binary's shell over
+// enter::Enter: it adds --rollout, asking the daemon (EnterRollout) for
+// the rollout's cgroup and what its phases allow, and looks users up
+// through NSS. Exit status: the command's (it replaces this process);
+// before exec: 64 usage, 75 unavailable (no daemon: retry), 77 not
+// permitted (not root where root is needed; asked from inside a sandbox),
+// 78 rejected (no such rollout or cgroup, a rollout with its guard off,
+// this host cannot confine), 127 a failure after the point of no return
+// (said on stderr).
 #ifndef SANDFENCE_CLI_ENTER_COMMAND_H_
 #define SANDFENCE_CLI_ENTER_COMMAND_H_
 
