@@ -57,6 +57,7 @@ enum Stage {
   kStageSession,
   kStageNetns,
   kStageDetach,
+  kStageHide,
   // kStageConfine + ConfineStep: which step of ApplyConfinement failed.
   kStageConfine = 100,
 };
@@ -110,6 +111,8 @@ const char* StageName(int stage) {
       return "join the sandbox's network namespace";
     case kStageDetach:
       return "detach a special file system from the sandbox's mounts";
+    case kStageHide:
+      return "hide sandfence's own directories from the sandbox";
   }
   return "start the command";
 }
@@ -282,6 +285,14 @@ void IgnoreSignal(int) {}
     if (::umount2(m.c_str(), MNT_DETACH) != 0 && errno != EINVAL &&
         errno != ENOENT) {
       Fail(fd, kStageDetach);
+    }
+  }
+  for (const std::string& h : options.hide_paths) {
+    if (::mount("sandfence-hidden", h.c_str(), "tmpfs",
+                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                "size=4k,nr_inodes=1,mode=0555") != 0 &&
+        errno != ENOENT) {
+      Fail(fd, kStageHide);
     }
   }
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,

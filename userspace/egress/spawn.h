@@ -58,6 +58,9 @@ struct SpawnOptions {
   // file systems mounted outside /proc and /sys: nothing in the sandbox
   // needs them, and Landlock would otherwise have to fence them off).
   std::vector<std::string> detach_mounts;
+  // With pid_namespace: directories covered there by an empty read-only
+  // tmpfs (sandfence's own: the daemon's socket, state and records).
+  std::vector<std::string> hide_paths;
 };
 
 // Returns the child's pid. Errors in the child before exec (unknown

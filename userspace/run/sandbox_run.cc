@@ -34,9 +34,11 @@
 namespace sandfence {
 namespace {
 
-// The special file systems (DefaultNoWriteFsTypes) mounted outside /proc
-// and /sys, deepest first: the command's init detaches them. An unreadable
-// mount table detaches nothing (the confinement then fences them off).
+// What the command's init detaches, deepest first: the special file
+// systems (DefaultNoWriteFsTypes) mounted outside /proc and /sys, and every
+// bpffs (sandfence's pins: nothing in a sandbox needs to see them, and
+// Landlock has no right for chmod or chown). An unreadable mount table
+// detaches nothing (the confinement then fences them off).
 std::vector<std::string> SpecialMountsToDetach() {
   std::vector<std::string> out;
   absl::StatusOr<std::vector<confine::MountEntry>> mounts =
@@ -49,6 +51,11 @@ std::vector<std::string> SpecialMountsToDetach() {
       continue;
     }
     out.push_back(std::move(m));
+  }
+  for (std::string& m : confine::MountPointsOfTypes(*mounts, {"bpf"})) {
+    if (std::find(out.begin(), out.end(), m) == out.end()) {
+      out.push_back(std::move(m));
+    }
   }
   std::sort(out.begin(), out.end(),
             [](const std::string& a, const std::string& b) {
@@ -267,6 +274,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   // never started without what the guard promised.
   std::optional<PreparedConfinement> confinement;
   std::vector<std::string> detach_mounts;
+  std::vector<std::string> hide_paths;
   if (sb.guard().confined) {
     // The record file stays outside the plan: hiding one file would take
     // from the command every right directly in its directory (often /tmp).
@@ -280,6 +288,15 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     // detached in the command's mount namespace instead of fenced off.
     plan.detached_mounts = SpecialMountsToDetach();
     detach_mounts = plan.detached_mounts;
+    // sandfence's own directories (the daemon's socket, state, records)
+    // become empty read-only directories there: not even chmod, which
+    // Landlock has no right for, or a connect to the socket reaches them.
+    for (const std::string& own : SandfenceOwnPaths("")) {
+      struct stat st {};
+      if (::stat(own.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        hide_paths.push_back(own);
+      }
+    }
     absl::StatusOr<PreparedConfinement> prepared = PrepareConfinement(plan);
     if (!prepared.ok()) {
       end().IgnoreError();
@@ -295,6 +312,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   spawn.cgroup_fd = (*host)->CgroupFd(sb.cgroup().id);
   spawn.confinement = confinement ? &*confinement : nullptr;
   spawn.detach_mounts = detach_mounts;
+  spawn.hide_paths = hide_paths;
   spawn.argv = request.argv;
   spawn.uid = request.uid;
   spawn.gid = request.gid;
