@@ -14,8 +14,12 @@
 #include "common/status.h"
 #include "compile/compiler.h"
 #include "compile/format.h"
+#include "confine/confine.h"
+#include "host/bpf_lsm.h"
+#include "host/host_state.h"
 #include "records/record_set.h"
 #include "records/replay.h"
+#include "sandbox/sandbox.h"
 
 namespace sandfence {
 namespace {
@@ -28,6 +32,11 @@ constexpr char kUsage[] =
     "grants that were dropped and why, or why the policy is refused.\n"
     "Exit status: 0 valid, 64 usage, 65 malformed, 66 unreadable file,\n"
     "75 unavailable (retry may help), 78 rejected (cannot be enforced).\n"
+    "\n"
+    "With --guard it then says which layer of the process guard holds each\n"
+    "guarantee on this host for the processes sandfence starts (run,\n"
+    "enter: Landlock + seccomp, applied for the policy's phases), and what\n"
+    "the daemon's rollouts of processes it did not start get.\n"
     "\n"
     "With --against RECORD... it replays what the recorded rollouts did\n"
     "(every network attempt and DNS query, per phase) against the compiled\n"
@@ -68,6 +77,54 @@ std::vector<std::string> ExpandAgainst(const std::vector<std::string>& args) {
   return out;
 }
 
+// `check --guard`: each layer of the process guard as this host has it,
+// probed by loading or applying it, and what Landlock + seccomp would hold
+// for the policy's phases (the strictest of them: fixed for a process's
+// life).
+std::string FormatGuardReport(const CompiledPolicy& policy) {
+  std::string out = "process guard on this host:\n";
+  absl::StatusOr<ConfineSupport> confine = ProbeConfinement();
+  const bool can_confine = confine.ok() && confine->usable();
+  const absl::Status lsm = ProbeBpfLsm();
+  absl::StrAppend(&out, "  lsm       ",
+                  lsm.ok() ? "runs"
+                           : absl::StrCat("unavailable: ", lsm.message()),
+                  "\n");
+  absl::StrAppend(
+      &out, "  landlock  ",
+      can_confine
+          ? absl::StrCat("Landlock ABI ", confine->landlock_abi, " + seccomp")
+          : absl::StrCat("unavailable: ", confine.ok()
+                                              ? confine->Usable().message()
+                                              : confine.status().message()),
+      "\n");
+  absl::StrAppend(
+      &out, "  run and enter get: ",
+      lsm.ok() && can_confine ? "lsm and landlock"
+      : can_confine           ? "landlock"
+      : lsm.ok()              ? "lsm"
+                              : "signal where it loads (weaker), else refused",
+      "; daemon rollouts of processes sandfence did not start get: ",
+      lsm.ok() ? "lsm" : "signal where it loads, else refused",
+      " (or landlock through `sandfence enter`)\n");
+  const ConfinePlan plan =
+      ConfinePlanForPhases(policy, 0, SandfenceOwnPaths(kDefaultPinRoot));
+  absl::StrAppend(&out, "landlock + seccomp for this policy (io_uring ",
+                  plan.deny_io_uring ? "refused" : "allowed", ", ptrace ",
+                  plan.deny_ptrace ? "refused" : "inside the sandbox only",
+                  "):\n");
+  for (const ConfineGuarantee& g : DescribeConfinement(
+           plan, can_confine ? confine->landlock_abi : 0)) {
+    absl::StrAppendFormat(&out, "  %-6s %s  [%s]\n",
+                          g.holds ? "holds" : "NOT", g.what, g.layer);
+  }
+  absl::StrAppend(&out,
+                  "  (fixed for the process's life: a later phase that "
+                  "allows more does not widen it; Landlock and seccomp "
+                  "refusals are the kernel's and are not recorded)\n");
+  return out;
+}
+
 void PrintRefusal(const absl::Status& status, bool json, int code) {
   std::string refusal(RefusalName(RefusalOf(status)));
   if (code == kExitNoInput) refusal = "no_input";
@@ -88,6 +145,11 @@ int CheckCommand(int argc, char** argv) {
   FlagParser parser;
   RegisterPolicyFlags(&parser, &flags);
   parser.AddBoolFlag("json", "print JSON instead of text", &json);
+  bool guard = false;
+  parser.AddBoolFlag("guard",
+                     "also say which layer of the process guard holds each "
+                     "guarantee on this host (text only)",
+                     &guard);
   std::vector<std::string> against;
   parser.AddValueFlag(
       "against", "RECORD...",
@@ -196,6 +258,7 @@ int CheckCommand(int argc, char** argv) {
   } else {
     out = json ? FormatCompiledPolicyJson(*compiled)
                : FormatCompiledPolicyText(*compiled);
+    if (guard && !json) absl::StrAppend(&out, "\n", FormatGuardReport(*compiled));
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? code : kExitSoftware;

@@ -306,6 +306,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     }
     confinement.emplace(*std::move(prepared));
     summary.guard_layers = DescribeConfinement(*confinement);
+    sb.NoteConfinement(summary.guard_layers);
   }
 
   SpawnOptions spawn;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -54,20 +55,44 @@ std::string GuardLabel(const GuardInfo& guard) {
   return out;
 }
 
-ConfinePlan Sandbox::ConfinementPlan(
-    const std::vector<std::string>& own_paths) const {
+ConfinePlan ConfinePlanForPhases(const CompiledPolicy& policy,
+                                 size_t from_phase,
+                                 const std::vector<std::string>& own_paths) {
   ConfinePlan plan;
   plan.no_access = own_paths;
   plan.deny_io_uring = false;
   plan.deny_ptrace = false;
-  absl::MutexLock lock(&mu_);
-  for (size_t i = static_cast<size_t>(phase_index_); i < policy_.phases.size();
-       ++i) {
-    const CompiledPhase& p = policy_.phases[i];
+  for (size_t i = from_phase; i < policy.phases.size(); ++i) {
+    const CompiledPhase& p = policy.phases[i];
     plan.deny_io_uring = plan.deny_io_uring || !p.guard_allow_io_uring;
     plan.deny_ptrace = plan.deny_ptrace || p.guard_deny_ptrace;
   }
   return plan;
+}
+
+void Sandbox::NoteConfinement(
+    const std::vector<ConfineGuarantee>& guarantees) {
+  std::vector<std::string> layers, gaps;
+  for (const ConfineGuarantee& g : guarantees) {
+    if (!g.holds) {
+      gaps.push_back(absl::StrCat(g.what, " (", g.layer, ")"));
+    } else if (std::find(layers.begin(), layers.end(), g.layer) ==
+               layers.end()) {
+      layers.push_back(g.layer);
+    }
+  }
+  absl::StrAppend(&guard_text_, "; confinement: ", absl::StrJoin(layers, ", "));
+  if (!gaps.empty()) {
+    absl::StrAppend(&guard_text_, "; not held: ", absl::StrJoin(gaps, "; "));
+  }
+  if (recorder_) recorder_->SetGuardEnforcement(guard_text_);
+}
+
+ConfinePlan Sandbox::ConfinementPlan(
+    const std::vector<std::string>& own_paths) const {
+  absl::MutexLock lock(&mu_);
+  return ConfinePlanForPhases(policy_, static_cast<size_t>(phase_index_),
+                              own_paths);
 }
 
 std::string GuardEnforcementText(const GuardInfo& guard, GuardMode mode,

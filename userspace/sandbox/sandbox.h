@@ -151,6 +151,9 @@ class Sandbox : private EventRoute {
   // current one to the last, since Landlock and seccomp stay for the
   // process's life; sandfence's own files (own_paths) out of reach.
   ConfinePlan ConfinementPlan(const std::vector<std::string>& own_paths) const;
+  // What the confinement a driver prepared holds and does not: the guard's
+  // text (and the record's) names the layers and every gap.
+  void NoteConfinement(const std::vector<ConfineGuarantee>& guarantees);
   // What adoption found wrong (hooks removed, a phase switch cut short).
   const std::vector<std::string>& adoption_warnings() const {
     return adoption_warnings_;
@@ -212,6 +215,13 @@ class Sandbox : private EventRoute {
       ABSL_GUARDED_BY(listeners_mu_);
   uint64_t next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 1;
 };
+
+// What a process started in a sandbox under `policy` from phase `from_phase`
+// on must apply to itself: the strictest of those phases (Landlock and
+// seccomp stay for the process's life), with own_paths out of its reach.
+ConfinePlan ConfinePlanForPhases(const CompiledPolicy& policy,
+                                 size_t from_phase,
+                                 const std::vector<std::string>& own_paths);
 
 // What a record says of the process guard: the enforcer's name first, then
 // why a phase does not get the mode it asks for (a rollout's mode is fixed
