@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "confine/confine.h"
+#include "confine/landlock.h"
 #include "guard/guard_protect.h"
 #include "host/bpf_lsm.h"
 
@@ -260,15 +262,33 @@ absl::Status KernelEnforcement::RebuildEventSource() {
 
 namespace {
 
-// Whether this host can confine the processes sandfence starts: probed once
-// per process, by applying it in a short-lived child.
-const ConfineSupport& HostConfineSupport() {
-  static const ConfineSupport support = [] {
-    absl::StatusOr<ConfineSupport> probed = ProbeConfinement();
-    if (probed.ok()) return *probed;
-    ConfineSupport none;
-    none.apply_reason = std::string(probed.status().message());
-    return none;
+// Whether this host can confine the processes sandfence starts: probed by
+// applying it in a short-lived child (about 10 ms), once per set (per boot
+// and build: the answer is pinned with the other probes), else once per
+// process.
+const ConfineSupport& HostConfineSupport(const HostState& host) {
+  static const ConfineSupport support = [&host] {
+    std::optional<ConfineSupport> probed_here;
+    const absl::Status cached = host.CachedProbe("confine", [&] {
+      absl::StatusOr<ConfineSupport> probed = ProbeConfinement();
+      if (!probed.ok()) return probed.status();
+      probed_here = *probed;
+      return probed->Usable();
+    });
+    if (probed_here) return *probed_here;
+    // From the pinned answer: usable at the ABI this kernel reports now.
+    ConfineSupport out;
+    if (cached.ok()) {
+      const confine::LandlockAbi abi = confine::ProbeLandlockAbi();
+      out.landlock_abi = abi.version;
+      out.landlock_errata = abi.errata;
+      out.landlock_reason = abi.reason;
+      out.seccomp_filter = true;
+      out.applied = abi.version >= 1;
+    } else {
+      out.landlock_reason = std::string(cached.message());
+    }
+    return out;
   }();
   return support;
 }
@@ -278,7 +298,7 @@ const ConfineSupport& HostConfineSupport() {
 absl::StatusOr<GuardInfo> KernelEnforcement::PrepareGuard(GuardMode mode,
                                                           bool spawns) {
   if (mode == GuardMode::kOff) return GuardInfo{};
-  const ConfineSupport& confine = HostConfineSupport();
+  const ConfineSupport& confine = HostConfineSupport(*host_);
   GuardInfo info;
   if (!confine.usable()) {
     info.confine_unavailable = std::string(confine.Usable().message());
@@ -421,7 +441,7 @@ std::string KernelEnforcement::GuardStatus() {
   // Each layer as it is on this host, probed by loading or applying it
   // (once per set, i.e. per boot and build), never by reading the LSM list.
   const absl::Status lsm = host_->BpfLsm();
-  const ConfineSupport& confine = HostConfineSupport();
+  const ConfineSupport& confine = HostConfineSupport(*host_);
   const absl::Status signal = host_->CachedProbe("signal_guard", [] {
     absl::StatusOr<std::unique_ptr<HostState>> scratch = HostState::Open({});
     if (!scratch.ok()) return scratch.status();
