@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -92,6 +93,18 @@ absl::StatusOr<enter::RolloutGrant> AskDaemon(const enter::EnterFlags& flags) {
   v1::EnterRolloutResponse response;
   grpc::Status s = stub->EnterRollout(&context, request, &response);
   if (!s.ok()) {
+    // The kernel refused the connect itself (a sandbox whose Unix sockets
+    // are checked cannot reach sandfence's socket; a file mode): no retry
+    // will help.
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+        (absl::StrContains(s.error_message(), "Operation not permitted") ||
+         absl::StrContains(s.error_message(), "Permission denied"))) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the daemon's socket ", flags.socket, " refuses this process (",
+          s.error_message(),
+          "); from inside a sandbox it is out of reach; nothing was entered "
+          "or started"));
+    }
     return DaemonCallStatus(s, flags.socket,
                             "nothing was entered or started");
   }
