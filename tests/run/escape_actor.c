@@ -453,11 +453,27 @@ int main(int argc, char **argv)
 			close((int)fd);
 		return report(fd);
 	}
+	if (!strcmp(a, "umount") && argc == 3) {
+		int rc = report(umount2(argv[2], MNT_DETACH));
+
+		print_mountpoint(argv[2]);
+		return rc;
+	}
 	if (!strcmp(a, "umount-proc") && argc == 2) {
 		int rc = report(umount2("/proc", MNT_DETACH));
 
 		print_proc();
 		return rc;
+	}
+	if (!strcmp(a, "uring-setup") && argc == 2) {
+		char params[120]; /* struct io_uring_params */
+		long fd;
+
+		memset(params, 0, sizeof(params));
+		fd = syscall(SYS_io_uring_setup, 1, params);
+		if (fd >= 0)
+			close((int)fd);
+		return report(fd);
 	}
 	/* bpf */
 	if (!strcmp(a, "bpf-map-create") && argc == 2)
