@@ -105,12 +105,18 @@ int UsageError(const EnterHost& host, absl::string_view message) {
   return kExitUsage;
 }
 
-// Whether this process holds any capability (permitted set).
-bool HoldsCapabilities() {
+struct Capabilities {
+  bool any = true;      // something in the permitted set
+  bool setpcap = true;  // CAP_SETPCAP effective: the bounding set can shrink
+};
+Capabilities OwnCapabilities() {
+  Capabilities c;
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
-  if (::syscall(SYS_capget, &header, data) != 0) return true;
-  return data[0].permitted != 0 || data[1].permitted != 0;
+  if (::syscall(SYS_capget, &header, data) != 0) return c;
+  c.any = data[0].permitted != 0 || data[1].permitted != 0;
+  c.setpcap = (data[CAP_SETPCAP / 32].effective >> (CAP_SETPCAP % 32)) & 1;
+  return c;
 }
 
 }  // namespace
@@ -271,19 +277,30 @@ int Enter(const std::vector<std::string>& args, const EnterHost& host) {
   // itself in place (or join a cgroup delegated to it): no_new_privs,
   // Landlock and seccomp need no privilege.
   const bool root = ::geteuid() == 0;
+  const Capabilities caps = OwnCapabilities();
   if (!root) {
     const char* why = !flags.rollout.empty()
                           ? "--rollout (the daemon answers root only)"
                       : !flags.user.empty() ? "--user"
-                      : HoldsCapabilities()
-                          ? "a process holding capabilities (they are "
-                            "dropped before exec)"
-                          : nullptr;
+                      : caps.any ? "a process holding capabilities (they are "
+                                   "dropped before exec)"
+                                 : nullptr;
     if (why != nullptr) {
       absl::FPrintF(stderr, "%s: needs root for %s (try sudo)\n", host.program,
                     why);
       return kExitNoPerm;
     }
+  }
+  // Capabilities to drop need CAP_SETPCAP to leave the bounding set: said
+  // now, before anything changes, rather than after the point of no return.
+  if (caps.any && !caps.setpcap) {
+    absl::FPrintF(stderr,
+                  "%s: refused (not permitted, exit %d): this process holds "
+                  "capabilities but not CAP_SETPCAP, which dropping them "
+                  "needs (a container: keep CAP_SETPCAP, the runtimes' "
+                  "default, or drop every capability)\n",
+                  host.program, kExitNoPerm);
+    return kExitNoPerm;
   }
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
@@ -349,9 +366,11 @@ int Enter(const std::vector<std::string>& args, const EnterHost& host) {
   options.argv = flags.command;
   options.uid = uid;
   options.gid = gid;
-  // Without privileges there is nothing to drop (and no CAP_SETPCAP to
-  // drop it with); ApplyConfinement sets no_new_privs either way.
-  options.drop_privileges = root;
+  // Without capabilities there is nothing to drop (and no CAP_SETPCAP to
+  // drop it with: a container's root may have none); ApplyConfinement sets
+  // no_new_privs either way, and with it an exec gains no capability (not
+  // even root's), whatever the bounding set still holds.
+  options.drop_privileges = caps.any;
   options.confinement = &*confinement;
   // Returns only with an error from before anything changed.
   return Refuse(host.program, ExecInPlace(options));
