@@ -319,6 +319,12 @@ int Enter(const std::vector<std::string>& args, const EnterHost& host) {
   plan.deny_ptrace = flags.deny_ptrace;
   plan.no_access = host.own_paths;
   for (const std::string& p : flags.no_access) plan.no_access.push_back(p);
+  // A command that is not there is refused before the daemon records an
+  // entry that would never happen.
+  if (absl::StatusOr<std::string> exe = FindExecutable(flags.command[0]);
+      !exe.ok()) {
+    return Refuse(host.program, exe.status());
+  }
   std::string cgroup = flags.cgroup;
   if (!flags.rollout.empty()) {
     // Asked before anything changes: the daemon refuses callers inside a
