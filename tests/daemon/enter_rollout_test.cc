@@ -728,11 +728,51 @@ TEST_F(EnterRolloutTest, CgroupAndInPlaceWithBothBinaries) {
   EXPECT_TRUE(denied) << "the forbidden connects are not in the record";
 }
 
+// A rollout whose guard is auto (or signal) has a BPF guard on its cgroup
+// as well: on a host without BPF LSM that is the signal enforcer, and an
+// entered process gets both layers. Landlock refuses the attempt (the
+// victim lives) and the signal enforcer kills the offender for it, as it
+// would without enter; with lsm the LSM refuses first (EPERM). A rollout
+// that wants refusals and no kills asks for guard LANDLOCK.
+TEST_F(EnterRolloutTest, AutoGuardStacksWithTheRolloutsBpfGuard) {
+  grpc::ClientContext ctx;
+  v1::HealthResponse health;
+  ASSERT_TRUE(daemon_->stub()->Health(&ctx, {}, &health).ok());
+  const bool signal = absl::StartsWith(health.guard(), "signal");
+  const bool lsm = absl::StartsWith(health.guard(), "lsm");
+  if (!signal && !lsm) {
+    GTEST_SKIP() << "no BPF guard for daemon rollouts here: "
+                 << health.guard();
+  }
+  const std::string id = absl::StrCat("enter-auto-", getpid());
+  ASSERT_FALSE(StartRollout(id, "AUTO").cgroup_path().empty());
+  Victim victim(0);
+  auto c = Enter({"--rollout", id, "--socket", Socket()},
+                 {Actor(), "kill", absl::StrCat(victim.pid()), "9"});
+  const int status = c->Wait();
+  EXPECT_TRUE(victim.Alive());
+  if (signal) {
+    EXPECT_EQ(status, 128 + SIGKILL) << c->out() << c->err();
+  } else {
+    EXPECT_EQ(status, 1) << c->out() << c->err();
+    EXPECT_EQ(c->out(), "errno 1\n");
+  }
+  const v1::RolloutRecord rec = End(id);
+  EXPECT_TRUE(HasWarning(rec, v1::WARNING_ENTERED, {"Landlock + seccomp"}));
+  std::cout << "[ ROW  ] kill -9 outside, rollout guard auto ("
+            << health.guard().substr(0, health.guard().find(' '))
+            << "): exit " << status << ", victim "
+            << (victim.Alive() ? "alive" : "dead") << ", "
+            << rec.guard_event_size() << " guard event(s)\n";
+}
+
 // What is refused, before anything changes, with the exit status a caller
 // acts on and words that name the cause.
 TEST_F(EnterRolloutTest, Refusals) {
   const std::string off = absl::StrCat("enter-off-", getpid());
   ASSERT_FALSE(StartRollout(off, "OFF").cgroup_path().empty());
+  const std::string on = absl::StrCat("enter-on-", getpid());
+  ASSERT_FALSE(StartRollout(on).cgroup_path().empty());
   const std::string ran = dir_ + "/work/ran";
   const std::vector<std::string> touch = {"/usr/bin/touch", ran};
   struct Case {
@@ -742,6 +782,7 @@ TEST_F(EnterRolloutTest, Refusals) {
     int status;
     std::vector<std::string> says;
   };
+  const std::string missing = "no-such-command-here";
   const std::string nope = absl::StrCat("no-such-rollout-", getpid());
   std::vector<Case> cases = {
       {"an unknown rollout",
@@ -760,6 +801,11 @@ TEST_F(EnterRolloutTest, Refusals) {
        75,
        {"unavailable (retry may help, exit 75)", "no sandfence daemon answers",
         "nothing was entered or started"}},
+      {"a command that is not there (before the daemon records an entry)",
+       {"--rollout", on, "--socket", Socket()},
+       false,
+       78,
+       {"refused (rejected, exit 78)", "not found"}},
       {"a cgroup that is not there",
        {"--cgroup", dir_ + "/not-a-cgroup"},
        false,
@@ -800,7 +846,11 @@ TEST_F(EnterRolloutTest, Refusals) {
   for (const Case& c : cases) {
     if (c.static_binary && StaticEnter().empty()) continue;
     SCOPED_TRACE(c.what);
-    auto child = Enter(c.args, touch, {}, c.static_binary);
+    auto child = Enter(c.args,
+                       absl::StartsWith(c.what, "a command that is not")
+                           ? std::vector<std::string>{missing}
+                           : touch,
+                       {}, c.static_binary);
     EXPECT_EQ(child->Wait(), c.status) << child->err();
     for (const std::string& s : c.says) {
       EXPECT_THAT(child->err(), HasSubstr(s));
@@ -828,9 +878,9 @@ TEST_F(EnterRolloutTest, Refusals) {
   EXPECT_EQ(not_root->Wait(), 77) << not_root->err();
   EXPECT_THAT(not_root->err(), HasSubstr("needs root for --rollout"));
   EXPECT_FALSE(Exists(ran));
-  // The refused enters left no entry in the record.
-  const v1::RolloutRecord rec = End(off);
-  EXPECT_EQ(CountWarnings(rec, v1::WARNING_ENTERED), 0);
+  // The refused enters left no entry in either record.
+  EXPECT_EQ(CountWarnings(End(off), v1::WARNING_ENTERED), 0);
+  EXPECT_EQ(CountWarnings(End(on), v1::WARNING_ENTERED), 0);
 }
 
 }  // namespace
