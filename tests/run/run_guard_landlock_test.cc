@@ -10,12 +10,14 @@
 // calls succeed unconfined). Then what must keep working: fork/exec, files,
 // the command's own /proc, an allowed loopback connect.
 //
-// `run` gives the command a PID namespace of its own, so it cannot name
-// sandfence or anything outside: the rows reach outside through what an
-// agent could be handed or find: a pidfd of an outside process on its
-// stdin, and a procfs of the host's PID namespace mounted where it sees it
-// (as a container binding the host's /proc would; status files there lead
-// it to `sandfence run`'s own pid).
+// `run` gives the command a PID namespace and a mount namespace of its
+// own, so it cannot name sandfence or anything outside, and a procfs of the
+// host's mounted elsewhere is detached in its namespace (one row shows
+// that): the rows reach outside through what an agent could be handed, on
+// its stdin: a pidfd of an outside process, or a directory fd of the
+// host's /proc (as a framework that leaks one would; /proc/self/fd/0/...
+// then walks the host's procfs, and its status files lead the agent to
+// `sandfence run`'s own pid).
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -38,6 +40,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/cgroup.h"
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "host/build_id.h"
 #include "host/host_state.h"
@@ -177,13 +180,16 @@ class Victim {
   int pidfd_ = -1;
 };
 
-// A procfs of the host's PID namespace where the sandbox sees it, as a
-// container binding the host's /proc would have. Not under /tmp: every
-// directory on the way to a file system the guard keeps read-only (proc,
-// sysfs, cgroupfs, bpffs) loses the right to create and remove entries
-// directly in it (confine's walk grants by hierarchy), and a mount under
-// /tmp would take /tmp itself from every sandboxed command on the host
-// while this test runs.
+// The host's /proc as the command sees it through a directory fd on its
+// stdin (Row::proc_on_stdin).
+constexpr char kHandedProc[] = "/proc/self/fd/0";
+
+// A procfs of the host's PID namespace mounted where the sandbox would see
+// it, as a container binding the host's /proc would have: `run` detaches it
+// in the command's mount namespace. Not under /tmp: for processes that get
+// no mount namespace of their own (`enter`), every directory on the way to
+// a file system the guard keeps read-only loses the right to create
+// entries directly in it, /tmp included, while this test runs.
 class HostProc {
  public:
   HostProc() : dir_(absl::StrCat("/run/sf-run-guard-hostproc-", getpid())) {
@@ -216,6 +222,9 @@ struct Row {
   // control that does not succeed makes the row prove less: said, not
   // failed.
   std::vector<std::string> control;
+  // stdin: a directory fd of the host's /proc instead of the victim's
+  // pidfd.
+  bool proc_on_stdin = false;
 
   Row(std::string w, std::vector<std::string> a, std::string e)
       : what(std::move(w)), actor(std::move(a)), expect(std::move(e)) {}
@@ -229,6 +238,10 @@ struct Row {
   }
   Row&& Control(std::vector<std::string> c) && {
     control = std::move(c);
+    return std::move(*this);
+  }
+  Row&& ProcOnStdin() && {
+    proc_on_stdin = true;
     return std::move(*this);
   }
 };
@@ -247,6 +260,8 @@ class RunGuardLandlockTest : public ::testing::Test {
       ASSERT_EQ(mkdir((scratch_ + d).c_str(), 0777), 0);
       chmod((scratch_ + d).c_str(), 0777);  // for nobody too
     }
+    host_proc_.reset(open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(host_proc_) << strerror(errno);
     other_cgroup_ = absl::StrCat(cgroup2_, "/sf-run-guard-other-", getpid());
     ASSERT_EQ(mkdir(other_cgroup_.c_str(), 0755), 0) << strerror(errno);
     // The default guard on this host: the rows' errnos are Landlock's and
@@ -287,7 +302,8 @@ class RunGuardLandlockTest : public ::testing::Test {
       args.push_back("--");
       args.push_back(Actor());
       args.insert(args.end(), row.actor.begin(), row.actor.end());
-      Result r = SandfenceWithStdin(args, victim.pidfd());
+      const int in = row.proc_on_stdin ? host_proc_.get() : victim.pidfd();
+      Result r = SandfenceWithStdin(args, in);
       EXPECT_TRUE(absl::StrContains(r.err, "process guard: landlock\n"))
           << r.err;
       EXPECT_TRUE(absl::StrContains(r.out, row.expect + "\n"))
@@ -309,7 +325,7 @@ class RunGuardLandlockTest : public ::testing::Test {
       EXPECT_TRUE(victim.Alive()) << "the victim died: " << r.out;
       std::string control;
       if (!row.control.empty()) {
-        const std::string c = Unconfined(row.control, uid, victim.pidfd());
+        const std::string c = Unconfined(row.control, uid, in);
         control = absl::StrCat("; unconfined: ", c.substr(0, c.find('\n')));
         if (!absl::StartsWith(c, "ok")) {
           std::cout << "[ NOTE ] control of \"" << row.what << "\" as uid "
@@ -329,7 +345,10 @@ class RunGuardLandlockTest : public ::testing::Test {
 
   // The rows both users share; `victim` is outside every sandbox and has
   // the user's UID.
-  std::vector<Row> CommonRows(const Victim& victim, const std::string& proc) {
+  // mounted: a procfs of the host's mounted where the command would see it.
+  std::vector<Row> CommonRows(const Victim& victim,
+                              const std::string& mounted) {
+    const std::string proc = kHandedProc;
     const std::string vpid = absl::StrCat(victim.pid());
     const std::string core = ReadFile("/proc/sys/kernel/core_pattern");
     const std::string core_value = core.substr(0, core.find('\n'));
@@ -358,21 +377,30 @@ class RunGuardLandlockTest : public ::testing::Test {
                        {"pidfd-kill", "0", "9"}, "errno 22")
                        .Control({"pidfd-kill", "0", "0"}));
     rows.push_back(
-        Row("kill -9 an outside process by its /proc/<pid> in the host's "
-            "procfs",
+        Row("kill -9 an outside process by /proc/<pid> of a handed host "
+            "/proc fd",
             {"procdir-kill", absl::StrCat(proc, "/", vpid), "9"}, "errno 22")
-            .Control({"procdir-kill", absl::StrCat(proc, "/", vpid), "0"}));
+            .Control({"procdir-kill", absl::StrCat(proc, "/", vpid), "0"})
+            .ProcOnStdin());
     rows.push_back(Row("pidfd_getfd: take a descriptor of an outside process",
                        {"pidfd-getfd", "0", "0"}, "errno 1")
                        .Control({"pidfd-getfd", "0", "0"}));
     rows.push_back(
-        Row("cat /proc/<pid>/environ of an outside process",
+        Row("cat /proc/<pid>/environ of an outside process (handed /proc)",
             {"open", absl::StrCat(proc, "/", vpid, "/environ")}, "errno 13")
-            .Control({"open", absl::StrCat(proc, "/", vpid, "/environ")}));
+            .Control({"open", absl::StrCat(proc, "/", vpid, "/environ")})
+            .ProcOnStdin());
     rows.push_back(
-        Row("open /proc/<pid>/mem of an outside process",
+        Row("open /proc/<pid>/mem of an outside process (handed /proc)",
             {"open-only", absl::StrCat(proc, "/", vpid, "/mem")}, "errno 13")
-            .Control({"open-only", absl::StrCat(proc, "/", vpid, "/mem")}));
+            .Control({"open-only", absl::StrCat(proc, "/", vpid, "/mem")})
+            .ProcOnStdin());
+    // A procfs of the host's mounted outside /proc is detached in the
+    // command's mount namespace: not there at all.
+    rows.push_back(
+        Row("cat <a host procfs mounted elsewhere>/<pid>/environ",
+            {"open", absl::StrCat(mounted, "/", vpid, "/environ")}, "errno 2")
+            .Control({"open", absl::StrCat(mounted, "/", vpid, "/environ")}));
     rows.push_back(Row("kill -9 1: its init, sandfence's process",
                        {"kill", "1", "9"}, "errno 1"));
     rows.push_back(Row("strace -p 1: ptrace its init, sandfence's process",
@@ -473,6 +501,7 @@ class RunGuardLandlockTest : public ::testing::Test {
   }
 
   std::string cgroup2_, scratch_, other_cgroup_;
+  UniqueFd host_proc_;  // the host's /proc, handed to some rows on stdin
   PinLayout pins_;
   int rows_run_ = 0;
 };
@@ -485,20 +514,21 @@ TEST_F(RunGuardLandlockTest, RootCommandStaysInside) {
   HostProc proc;
   ASSERT_EQ(proc.error(), "");
   std::vector<Row> rows = CommonRows(victim, proc.path());
-  // sandfence itself: found through the host's procfs (the status files
-  // any process may read: the actor's parent is run's init, its parent
-  // run), then signalled; and by number, which names nothing in the
-  // command's PID namespace.
-  // (EINVAL: outside the command's PID namespace, as above.)
-  rows.push_back(Row("kill -9 `sandfence run`, found through the host's "
-                     "procfs",
-                     {"ancestor-kill", proc.path(), "2", "9"}, "errno 22")
-                     .Also("target {RUNPID}"));
-  rows.push_back(Row("cat /proc/<run's pid>/environ through the host's "
-                     "procfs",
-                     {"ancestor-open", proc.path(), "2", "environ"},
+  // sandfence itself: found through the handed host /proc (the status
+  // files any process may read: the actor's parent is run's init, its
+  // parent run), then signalled (EINVAL: outside the command's PID
+  // namespace, as above) and read.
+  rows.push_back(Row("kill -9 `sandfence run`, found through a handed host "
+                     "/proc",
+                     {"ancestor-kill", kHandedProc, "2", "9"}, "errno 22")
+                     .Also("target {RUNPID}")
+                     .ProcOnStdin());
+  rows.push_back(Row("cat /proc/<run's pid>/environ through a handed host "
+                     "/proc",
+                     {"ancestor-open", kHandedProc, "2", "environ"},
                      "errno 13")
-                     .Also("target {RUNPID}"));
+                     .Also("target {RUNPID}")
+                     .ProcOnStdin());
   RunRows(rows, 0, victim);
   std::cout << "[ ROWS ] " << rows_run_ << " attempts as root\n";
 }
