@@ -388,11 +388,13 @@ SF_WALK_CALLBACK(sf_find_judge, sf_find_judge_at, SF_WALK_ID_TASK)
 SF_WALK_CALLBACK(sf_find_judge_skb, sf_find_judge_at, SF_WALK_ID_SKB)
 
 /* The judge's filter target, when its phase filters DNS (NULL: it does not,
- * or there is no restricted sandbox; *filtered says which). */
+ * or there is no restricted sandbox; *filtered says which). `from_skb` is a
+ * constant at every call: older verifiers (6.1) check both arms of a
+ * runtime branch, and the task arm's helper is unknown to cgroup_skb. */
 static __always_inline struct sf_dns_target *
-sf_dns_target_of(struct sf_walk *w, bool *filtered)
+sf_dns_target_of(struct sf_walk *w, const bool from_skb, bool *filtered)
 {
-	if (w->skb)
+	if (from_skb)
 		bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_find_judge_skb, w,
 			 0);
 	else
@@ -494,7 +496,7 @@ static __always_inline int sf_dns_redirect(struct bpf_sock_addr *ctx,
 	struct sf_dns_orig *o;
 	bool filtered;
 
-	t = sf_dns_target_of(w, &filtered);
+	t = sf_dns_target_of(w, false, &filtered);
 	if (!filtered)
 		return -1;
 	w->found = 1;
@@ -750,7 +752,7 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		struct sf_dns_target *t;
 		bool filtered;
 
-		t = sf_dns_target_of(w, &filtered);
+		t = sf_dns_target_of(w, true, &filtered);
 		if (t && t->addr == w->d.addr[0] && t->port == w->d.port)
 			return 1;
 	}
