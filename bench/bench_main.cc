@@ -2,8 +2,8 @@
 // baseline in the same run (issue 7). bench/run is the way to start it.
 //
 //   sandfence_bench [--smoke] [--json PATH]
-//                   [--suites connect,events,control,dns,start,guard]
-//                   [--worker PATH]
+//                   [--suites connect,events,control,dns,start,guard,run]
+//                   [--worker PATH] [--sandfence PATH]
 //
 // Needs root (BPF programs, cgroups, nftables). It runs in a network
 // namespace of its own, so its traffic, listeners and nftables table never
@@ -41,8 +41,10 @@ struct Args {
   bool control_child = false;
   std::string json = "sandfence-bench.json";
   std::vector<std::string> suites = {"connect", "events", "control",
-                                     "dns",     "start",  "guard"};
+                                     "dns",     "start",  "guard",
+                                     "run"};
   std::string worker;
+  std::string sandfence;
   std::string cgroup_root;  // control child: the parent's subtree
   std::string work_dir;     // control child: the parent's scratch dir
   int out_fd = -1;          // control child: where rows go
@@ -51,8 +53,8 @@ struct Args {
 void Usage() {
   std::fprintf(stderr,
                "usage: sandfence_bench [--smoke] [--json PATH] "
-               "[--suites connect,events,control,dns,start,guard] "
-               "[--worker PATH]\n");
+               "[--suites connect,events,control,dns,start,guard,run] "
+               "[--worker PATH] [--sandfence PATH]\n");
 }
 
 bool ParseArgs(int argc, char** argv, Args* a) {
@@ -75,12 +77,14 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       a->suites = absl::StrSplit(v, ',', absl::SkipEmpty());
       for (const std::string& s : a->suites) {
         if (s != "connect" && s != "events" && s != "control" && s != "dns" &&
-            s != "start" && s != "guard") {
+            s != "start" && s != "guard" && s != "run") {
           return false;
         }
       }
     } else if (arg == "--worker") {
       if (!value(&a->worker)) return false;
+    } else if (arg == "--sandfence") {
+      if (!value(&a->sandfence)) return false;
     } else if (arg == "--cgroup-root") {
       if (!value(&a->cgroup_root)) return false;
     } else if (arg == "--work-dir") {
@@ -215,6 +219,13 @@ int Main(int argc, char** argv) {
     std::string self = SelfPath();
     o.worker = self.substr(0, self.rfind('/') + 1) + "sandfence_bench_worker";
   }
+  o.sandfence = a.sandfence;
+  if (o.sandfence.empty()) {
+    // build/bench/sandfence_bench -> build/userspace/cli/sandfence
+    std::string self = SelfPath();
+    o.sandfence = self.substr(0, self.rfind('/') + 1) +
+                  "../userspace/cli/sandfence";
+  }
   if (a.control_child) return ControlChild(a, o);
 
   if (absl::Status s = EnterPrivateNetns(); !s.ok()) {
@@ -290,6 +301,7 @@ int Main(int argc, char** argv) {
     if (suite == "dns") s = RunDnsSuite(o, &report);
     if (suite == "start") s = RunStartSuite(o, &report);
     if (suite == "guard") s = RunGuardSuite(o, &report);
+    if (suite == "run") s = RunRunSuite(o, &report);
     if (!s.ok()) {
       ++failures;
       report.Note(absl::StrCat(suite, " suite failed: ", s.ToString()));

@@ -45,6 +45,11 @@ REQUIRED = [
     ("start", "stage_compile", "sandfence"),
     ("guard", "getppid", "no guard"),
     ("guard", "open_close_proc", "no guard"),
+    ("run", "run_true", "bare true"),
+    ("run", "run_true", "run warm"),
+    ("run", "run_true", "run cold"),
+    ("run", "left_after_runs/pins", "after - before"),
+    ("run", "left_after_runs/map_entries", "after - before"),
 ]
 # Rows whose variant names what varies by host (the guard's enforcer):
 # (suite, name, variant prefix).

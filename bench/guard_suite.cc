@@ -8,7 +8,11 @@
 // its own times system calls with no guard loaded (the baseline) and with
 // the guard attached for one guarded sandbox, and a worker inside that
 // sandbox times the same calls, the three in rotating order each round;
-// then the kernel's own run time per program run.
+// then the kernel's own run time per program run. The landlock layer
+// (issue 32) has no host-wide program: its rows are a caller confined the
+// way `sandfence run` confines its command, and a caller outside beside a
+// confined process.
+#include <signal.h>
 #include <unistd.h>
 
 #include <map>
@@ -23,6 +27,8 @@
 #include "bench/suites.h"
 #include "bench/worker.h"
 #include "common/cgroup.h"
+#include "confine/confine.h"
+#include "egress/spawn.h"
 #include "guard/guard_controller.h"
 
 namespace sandfence::bench {
@@ -40,28 +46,38 @@ class GuardSuite {
     // Detach before the cgroups go: the guard holds nothing of them, but
     // its programs should not outlive the measurement.
     if (attached_) guard_->RemoveSandbox(guarded_->id()).IgnoreError();
+    if (sleeper_ > 0) {
+      ::kill(sleeper_, SIGKILL);
+      WaitForExit(sleeper_).IgnoreError();
+    }
   }
   absl::Status Run();
 
  private:
-  absl::StatusOr<Samples> RunWorker(const Cgroup& where, int batches);
+  absl::StatusOr<Samples> RunWorker(
+      const Cgroup& where, int batches,
+      const PreparedConfinement* confine = nullptr);
   absl::Status SetGuarded(bool on);
+  absl::Status PrepareLandlock();
   absl::Status MeasureProgramCost(double baseline_getppid);
 
   const BenchOptions& o_;
   Report* report_;
   std::optional<Cgroup> outside_, guarded_;
   std::optional<GuardController> guard_;
+  std::optional<PreparedConfinement> confinement_;
+  pid_t sleeper_ = -1;  // a confined process, alive while the suite runs
   std::string variant_;
   bool attached_ = false;  // the guarded sandbox is added
 };
 
-absl::StatusOr<Samples> GuardSuite::RunWorker(const Cgroup& where,
-                                              int batches) {
-  absl::StatusOr<Worker> w =
-      Worker::Start(o_.worker, where.fd(),
-                    {"syscalls", "--batches", absl::StrCat(batches), "--batch",
-                     absl::StrCat(o_.guard_batch)});
+absl::StatusOr<Samples> GuardSuite::RunWorker(
+    const Cgroup& where, int batches, const PreparedConfinement* confine) {
+  absl::StatusOr<Worker> w = Worker::Start(
+      o_.worker, where.fd(),
+      {"syscalls", "--batches", absl::StrCat(batches), "--batch",
+       absl::StrCat(o_.guard_batch)},
+      {}, confine);
   if (!w.ok()) return w.status();
   absl::StatusOr<std::string> out = w->Finish();
   if (!out.ok()) return out.status();
@@ -78,6 +94,31 @@ absl::Status GuardSuite::SetGuarded(bool on) {
          : guard_->RemoveSandbox(guarded_->id());
   if (s.ok()) attached_ = on;
   return s;
+}
+
+absl::Status GuardSuite::PrepareLandlock() {
+  // What `sandfence run` gives its command: the default plan (Landlock
+  // write and scope rules, the seccomp filter, capabilities dropped).
+  absl::StatusOr<PreparedConfinement> prepared =
+      PrepareConfinement(ConfinePlan{});
+  if (!prepared.ok()) {
+    report_->Note(absl::StrCat("guard suite: no landlock rows: ",
+                               prepared.status().message()));
+    return absl::OkStatus();
+  }
+  confinement_.emplace(*std::move(prepared));
+  // A confined process alive for the whole suite: the "caller outside"
+  // landlock row runs beside it. Landlock and seccomp hook nothing on the
+  // host, so that row should be the baseline's.
+  SpawnOptions o;
+  o.cgroup_fd = guarded_->fd();
+  o.argv = {"/bin/sleep", "3600"};
+  o.drop_privileges = false;
+  o.confinement = &*confinement_;
+  absl::StatusOr<pid_t> pid = SpawnInCgroup(o);
+  if (!pid.ok()) return pid.status();
+  sleeper_ = *pid;
+  return absl::OkStatus();
 }
 
 absl::Status GuardSuite::Run() {
@@ -98,20 +139,45 @@ absl::Status GuardSuite::Run() {
                                " enforcer runs here (",
                                guard_->fallback_reason(), ")"));
   }
+  if (absl::Status s = PrepareLandlock(); !s.ok()) return s;
 
-  // 0: no guard; 1: guard attached, caller outside; 2: caller inside the
-  // guarded sandbox.
-  constexpr int kVariants = 3;
-  Samples samples[kVariants];
-  std::map<std::string, std::vector<double>> overhead[kVariants];
+  // The BPF guard (lsm or signal) attached for one sandbox, with the caller
+  // outside it and inside; then the landlock layer, which lives in the
+  // confined process: the caller confined, and a caller outside while a
+  // confined process runs. The sleeper lives through the baseline too: it
+  // holds no hook, so it cannot make the baseline slower.
+  struct Variant {
+    std::string name;
+    bool attach = false;
+    bool in_guarded = false;
+    const PreparedConfinement* confine = nullptr;
+    std::string note;
+  };
+  // name, attach, in_guarded, confine, note
+  std::vector<Variant> variants = {
+      {"no guard", false, false, nullptr, ""},
+      {absl::StrCat(variant_, ", caller outside"), true, false, nullptr, ""},
+      {absl::StrCat(variant_, ", caller guarded"), true, true, nullptr, ""},
+  };
+  if (confinement_) {
+    variants.push_back({"landlock+seccomp, caller confined", false, false,
+                        &*confinement_, ""});
+    variants.push_back({"landlock+seccomp, caller outside", false, false,
+                        nullptr,
+                        "beside a Landlock+seccomp-confined process"});
+  }
+  const size_t n = variants.size();
+  std::vector<Samples> samples(n);
+  std::vector<std::map<std::string, std::vector<double>>> overhead(n);
   for (int round = 0; round < o_.guard_rounds; ++round) {
-    Samples this_round[kVariants];
-    for (int i = 0; i < kVariants; ++i) {
-      const int v = (i + round) % kVariants;
+    std::vector<Samples> this_round(n);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t v = (i + round) % n;
       if (g_interrupted) return absl::CancelledError("interrupted");
-      if (absl::Status s = SetGuarded(v != 0); !s.ok()) return s;
+      if (absl::Status s = SetGuarded(variants[v].attach); !s.ok()) return s;
       absl::StatusOr<Samples> got =
-          RunWorker(v == 2 ? *guarded_ : *outside_, o_.guard_batches);
+          RunWorker(variants[v].in_guarded ? *guarded_ : *outside_,
+                    o_.guard_batches, variants[v].confine);
       if (!got.ok()) return got.status();
       this_round[v] = *got;
       for (auto& [op, values] : *got) {
@@ -119,7 +185,7 @@ absl::Status GuardSuite::Run() {
         all.insert(all.end(), values.begin(), values.end());
       }
     }
-    for (int v = 1; v < kVariants; ++v) {
+    for (size_t v = 1; v < n; ++v) {
       for (const char* op : kOps) {
         overhead[v][op].push_back(Summarize(this_round[v][op]).median -
                                   Summarize(this_round[0][op]).median);
@@ -137,21 +203,23 @@ absl::Status GuardSuite::Run() {
     row.stats = base;
     report_->Add(row);
 
-    for (int v = 1; v < kVariants; ++v) {
-      const char* caller = v == 1 ? "caller outside" : "caller guarded";
-      row.variant = absl::StrCat(variant_, ", ", caller);
+    for (size_t v = 1; v < n; ++v) {
+      const std::string& name = variants[v].name;
+      row.variant = name;
       row.stats = Summarize(samples[v][op]);
       row.baseline = "no guard";
       row.baseline_median = base.median;
-      row.note.clear();
+      row.note = variants[v].note;
       report_->Add(row);
 
-      row.variant = absl::StrCat(variant_, " overhead, ", caller);
+      // "guard (signal) overhead, caller outside", ...
+      const size_t comma = name.find(", ");
+      row.variant = absl::StrCat(name.substr(0, comma), " overhead",
+                                 name.substr(comma));
       row.stats = Summarize(overhead[v][op]);
       row.baseline.clear();
       row.baseline_median = 0;
-      row.note = absl::StrCat("per round: the ", caller,
-                              " variant's median minus the baseline's");
+      row.note = "per round: the variant's median minus the baseline's";
       report_->Add(row);
     }
   }

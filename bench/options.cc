@@ -43,6 +43,11 @@ BenchOptions FullOptions() {
   o.guard_rounds = 10;
   o.guard_batches = 40;
   o.guard_batch = 1000;
+
+  // The 1,000 runs in a row: about two minutes here.
+  o.run_warm_rounds = 30;
+  o.run_cold_rounds = 3;
+  o.run_soak = 1000;
   return o;
 }
 
@@ -82,6 +87,10 @@ BenchOptions SmokeOptions() {
   o.guard_rounds = 2;
   o.guard_batches = 3;
   o.guard_batch = 100;
+
+  o.run_warm_rounds = 2;
+  o.run_cold_rounds = 1;
+  o.run_soak = 3;
   return o;
 }
 

@@ -72,6 +72,14 @@ struct BenchOptions {
   int guard_rounds = 0;
   int guard_batches = 0;
   size_t guard_batch = 0;
+
+  // `sandfence run -- true` (issue 34): `run_warm_rounds` warm runs
+  // alternating with bare `true`, `run_cold_rounds` cold ones, then
+  // `run_soak` runs in a row and what they leave behind.
+  std::string sandfence;  // the CLI
+  int run_warm_rounds = 0;
+  int run_cold_rounds = 0;
+  int run_soak = 0;
 };
 
 BenchOptions FullOptions();

@@ -214,7 +214,9 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report) {
     }
   }
 
-  std::vector<double> start_big, start_small;
+  std::vector<double> start_big, start_small, start_warm;
+  std::vector<double> first_big, first_small;
+  const int warm_reps = options.smoke ? 3 : 200;
   absl::Status status;
   {
     absl::StatusOr<std::unique_ptr<RolloutManager>> m =
@@ -222,6 +224,28 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report) {
     if (!m.ok()) return m.status();
     RolloutManager& manager = **m;
     manager.AdoptAndStart();
+    // Small starts in a row on a warm manager (the daemon's common case):
+    // their p50 and p99.
+    for (int i = 0; i < warm_reps && !g_interrupted && status.ok(); ++i) {
+      const std::string id = absl::StrCat("warm-", i);
+      absl::StatusOr<v1::StartRolloutRequest> req = Request(id, small_text);
+      if (!req.ok()) {
+        status = req.status();
+        break;
+      }
+      Clock::time_point t0 = Clock::now();
+      absl::StatusOr<v1::StartRolloutResponse> r = manager.Start(*req);
+      const double ms = MsSince(t0);
+      if (!r.ok()) {
+        status = r.status();
+        break;
+      }
+      start_warm.push_back(ms);
+      if (absl::Status s = manager.End(id).status(); !s.ok()) {
+        status = s;
+        break;
+      }
+    }
     // Alternating, so that drift on a shared machine hits both alike.
     for (int i = 0; i < reps && !g_interrupted && status.ok(); ++i) {
       for (const char* which : {"small", "big"}) {
@@ -267,11 +291,16 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report) {
           break;
         }
         (*m)->AdoptAndStart();
+        // The first start of a manager that just started (a daemon's
+        // first StartRollout), with the host's program set pinned.
+        Clock::time_point t0 = Clock::now();
         if (absl::StatusOr<v1::StartRolloutResponse> r = (*m)->Start(*req);
             !r.ok()) {
           status = r.status();
           break;
         }
+        (std::string(which) == "big" ? first_big : first_small)
+            .push_back(MsSince(t0));
       }  // the manager goes; the rollout stays enforced
       absl::StatusOr<std::unique_ptr<RolloutManager>> m =
           RolloutManager::Create(mo);
@@ -320,6 +349,22 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report) {
   total.baseline = "baseline";
   total.baseline_median = baseline.stats.median;
   report->Add(total);
+  Row warm = StartRow("start_rollout_warm", "sandfence", 10, start_warm,
+                      "RolloutManager::Start of a 10-rule policy, one after "
+                      "another on a warm manager (each ended before the "
+                      "next)");
+  warm.tail = true;
+  report->Add(warm);
+  Row first = StartRow("start_rollout_first", "sandfence", 10, first_small,
+                       "the first Start of a manager just created (a "
+                       "daemon's first StartRollout after its start), "
+                       "program set already pinned");
+  first.tail = true;
+  first.baseline = "start_rollout_warm";
+  first.baseline_median = warm.stats.median;
+  report->Add(first);
+  report->Add(StartRow("start_rollout_first", "sandfence", big, first_big,
+                       "the same, with the big policy"));
   Row adopt_base = StartRow("adopt_and_start", "baseline", 10, adopt_small,
                             "baseline: a new manager's AdoptAndStart over one "
                             "open 10-rule rollout");

@@ -39,6 +39,10 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report);
 // the host's guard attached, and the kernel's run time per guard program.
 absl::Status RunGuardSuite(const BenchOptions& options, Report* report);
 
+// `sandfence run -- true` warm and cold against bare `true` (issue 34), and
+// what many runs in a row leave behind.
+absl::Status RunRunSuite(const BenchOptions& options, Report* report);
+
 // Judges the issue's targets from the rows.
 void EvaluateTargets(const BenchOptions& options, Report* report);
 

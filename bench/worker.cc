@@ -37,7 +37,8 @@ class InheritScope {
 
 absl::StatusOr<Worker> Worker::Start(const std::string& binary, int cgroup_fd,
                                      std::vector<std::string> args,
-                                     const std::vector<int>& inherit) {
+                                     const std::vector<int>& inherit,
+                                     const PreparedConfinement* confinement) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2");
   UniqueFd read_end(p[0]), write_end(p[1]);
@@ -55,6 +56,7 @@ absl::StatusOr<Worker> Worker::Start(const std::string& binary, int cgroup_fd,
   // programs themselves (the control suite), and none must pay for a
   // capability drop the baseline does not.
   o.drop_privileges = false;
+  o.confinement = confinement;
   absl::StatusOr<pid_t> pid;
   {
     InheritScope scope(fds);

@@ -17,16 +17,22 @@
 #include "absl/strings/string_view.h"
 #include "common/unique_fd.h"
 
+namespace sandfence {
+class PreparedConfinement;
+}  // namespace sandfence
+
 namespace sandfence::bench {
 
 class Worker {
  public:
   // Starts the worker binary in the cgroup with args (after the mode); the
   // fds in `inherit` stay open in the worker under the same numbers, and
-  // "--out <fd>" names the pipe it reports to.
-  static absl::StatusOr<Worker> Start(const std::string& binary, int cgroup_fd,
-                                      std::vector<std::string> args,
-                                      const std::vector<int>& inherit = {});
+  // "--out <fd>" names the pipe it reports to. With `confinement`, the
+  // worker applies it before exec, as `sandfence run`'s command does.
+  static absl::StatusOr<Worker> Start(
+      const std::string& binary, int cgroup_fd, std::vector<std::string> args,
+      const std::vector<int>& inherit = {},
+      const PreparedConfinement* confinement = nullptr);
 
   Worker(Worker&& o) noexcept
       : pid_(std::exchange(o.pid_, -1)), out_(std::move(o.out_)) {}
