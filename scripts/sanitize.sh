@@ -4,11 +4,11 @@
 # runs each fuzz target for a short, fixed time (ctest -L fuzz) and the
 # unit tests (ctest -L unit) there. Part of scripts/test.sh, and so of CI.
 #
-#   SANDFENCE_FUZZ_SECONDS=N   seconds per fuzz target (default 20)
+#   SANDFENCE_FUZZ_SECONDS=N   seconds per fuzz target (default 15)
 #   extra arguments            passed to both ctest runs (e.g. -R policy)
 set -eu
 cd "$(dirname "$0")/.."
-seconds=${SANDFENCE_FUZZ_SECONDS:-20}
+seconds=${SANDFENCE_FUZZ_SECONDS:-15}
 # Line tables are all a sanitizer's stack trace needs, and cost a third less
 # compile time than full debug info.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
