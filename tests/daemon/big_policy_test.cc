@@ -1,8 +1,9 @@
 // A 40,000-rule policy started through RolloutManager (issue 12, item 9):
 // the start succeeds and enforces its last rule, and the calls that concern
 // other rollouts (List, Health, SetPhase of another rollout) return while it
-// is still in progress (held there by a gate: the start itself is fast). Correctness only: how long the start takes is
-// bench/'s question (bench/start_suite.cc), never asserted here.
+// is still in progress (held there by a gate: the start itself is fast).
+// Correctness only: how long the start takes is bench/'s question
+// (bench/start_suite.cc), never asserted here.
 //
 // Every rule names loopback: 127.0.0.0/8 and ::1. Only 127.0.0.3 (allowed,
 // the last rule) and 127.0.0.4 (denied) are ever connected to.
@@ -20,7 +21,6 @@
 #include "egress/egress_fixture.h"
 #include "gtest/gtest.h"
 #include "sandbox/gated_enforcement.h"
-#include "sandbox/kernel_enforcement.h"
 #include "support/test_env.h"
 
 namespace sandfence::testing {
@@ -85,15 +85,10 @@ class BigPolicyTest : public ::testing::Test {
     options_.records_dir = dirs_.records();
     options_.cgroup_parent = dirs_.cgroups;
     options_.resolvers = {*HostPort::Parse("127.0.0.1:9", 53)};
-    // The real kernel enforcement behind a gate at AttachEgress (as
-    // RolloutManager::Create builds it), so that the test holds the big
-    // start in the window it checks.
-    KernelEnforcementOptions kopts;
-    kopts.host.pin_root = options_.pin_dir;
-    kopts.host.kind = DriverKind::kDaemon;
-    kopts.egress.ring_bytes = options_.ring_bytes;
-    absl::StatusOr<std::unique_ptr<KernelEnforcement>> kernel =
-        KernelEnforcement::Create(kopts);
+    // The daemon's kernel enforcement behind a gate at AttachEgress, so
+    // that the test holds the big start in the window it checks.
+    absl::StatusOr<std::unique_ptr<HostEnforcement>> kernel =
+        RolloutManager::KernelEnforcementFor(options_);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     auto gated = std::make_unique<GatedEnforcement>(*std::move(kernel));
     gate_ = gated.get();

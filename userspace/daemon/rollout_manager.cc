@@ -60,12 +60,8 @@ absl::StatusOr<std::unique_ptr<RolloutManager>> RolloutManager::Create(
   absl::StatusOr<std::unique_ptr<StateStore>> store =
       StateStore::Open(options.state_dir);
   if (!store.ok()) return store.status();
-  KernelEnforcementOptions kopts;
-  kopts.host.pin_root = options.pin_dir;
-  kopts.host.kind = DriverKind::kDaemon;
-  kopts.egress.ring_bytes = options.ring_bytes;
-  absl::StatusOr<std::unique_ptr<KernelEnforcement>> kernel =
-      KernelEnforcement::Create(kopts);
+  absl::StatusOr<std::unique_ptr<HostEnforcement>> kernel =
+      KernelEnforcementFor(options);
   if (!kernel.ok()) return kernel.status();
   std::unique_ptr<RolloutManager> m(new RolloutManager(
       std::move(options), *std::move(kernel), *std::move(store)));
@@ -85,6 +81,18 @@ absl::StatusOr<std::unique_ptr<RolloutManager>> RolloutManager::Create(
     m->cgroup_parent_ = absl::StrCat(*mount, "/sandfence");
   }
   return m;
+}
+
+absl::StatusOr<std::unique_ptr<HostEnforcement>>
+RolloutManager::KernelEnforcementFor(const ManagerOptions& options) {
+  KernelEnforcementOptions kopts;
+  kopts.host.pin_root = options.pin_dir;
+  kopts.host.kind = DriverKind::kDaemon;
+  kopts.egress.ring_bytes = options.ring_bytes;
+  absl::StatusOr<std::unique_ptr<KernelEnforcement>> kernel =
+      KernelEnforcement::Create(kopts);
+  if (!kernel.ok()) return kernel.status();
+  return std::unique_ptr<HostEnforcement>(*std::move(kernel));
 }
 
 absl::StatusOr<std::unique_ptr<RolloutManager>> RolloutManager::CreateWith(

@@ -100,6 +100,10 @@ class RolloutManager {
   // Over any enforcement (tests). The manager owns it.
   static absl::StatusOr<std::unique_ptr<RolloutManager>> CreateWith(
       ManagerOptions options, std::unique_ptr<HostEnforcement> enforcement);
+  // The kernel enforcement Create uses for these options (a test wraps it
+  // and passes it to CreateWith). Needs root.
+  static absl::StatusOr<std::unique_ptr<HostEnforcement>> KernelEnforcementFor(
+      const ManagerOptions& options);
   // Keeps a file of the daemon's (its socket) out of every guarded
   // sandbox's reach (HostEnforcement::Protect); the state, records and
   // policy directories are protected at creation.
