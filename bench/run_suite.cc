@@ -56,15 +56,18 @@ absl::StatusOr<double> TimeCommand(const std::vector<std::string>& argv,
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
+    // Only async-signal-safe calls between fork and exec.
+    constexpr char kNoBpffs[] = "cold: no bpffs of its own\n";
+    constexpr char kNoExec[] = "exec failed\n";
     if (cold && (::unshare(CLONE_NEWNS) != 0 ||
                  ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE,
                          nullptr) != 0 ||
                  ::mount("bpf", kPinRoot, "bpf", 0, nullptr) != 0)) {
-      ::dprintf(2, "cold: a bpffs of its own: %s\n", ::strerror(errno));
+      (void)!::write(2, kNoBpffs, sizeof(kNoBpffs) - 1);
       ::_exit(126);
     }
     ::execv(args[0], args.data());
-    ::dprintf(2, "exec %s: %s\n", args[0], ::strerror(errno));
+    (void)!::write(2, kNoExec, sizeof(kNoExec) - 1);
     ::_exit(127);
   }
   int status = 0;

@@ -224,50 +224,28 @@ absl::Status RunStartSuite(const BenchOptions& options, Report* report) {
     if (!m.ok()) return m.status();
     RolloutManager& manager = **m;
     manager.AdoptAndStart();
-    // Small starts in a row on a warm manager (the daemon's common case):
-    // their p50 and p99.
-    for (int i = 0; i < warm_reps && !g_interrupted && status.ok(); ++i) {
-      const std::string id = absl::StrCat("warm-", i);
-      absl::StatusOr<v1::StartRolloutRequest> req = Request(id, small_text);
-      if (!req.ok()) {
-        status = req.status();
-        break;
-      }
+    // Starts one rollout, times the Start, ends it.
+    auto time_start = [&](const std::string& id, const std::string& text,
+                          std::vector<double>* out) {
+      absl::StatusOr<v1::StartRolloutRequest> req = Request(id, text);
+      if (!req.ok()) return req.status();
       Clock::time_point t0 = Clock::now();
       absl::StatusOr<v1::StartRolloutResponse> r = manager.Start(*req);
       const double ms = MsSince(t0);
-      if (!r.ok()) {
-        status = r.status();
-        break;
-      }
-      start_warm.push_back(ms);
-      if (absl::Status s = manager.End(id).status(); !s.ok()) {
-        status = s;
-        break;
-      }
+      if (!r.ok()) return r.status();
+      out->push_back(ms);
+      return manager.End(id).status();
+    };
+    // Small starts in a row on a warm manager (the daemon's common case):
+    // their p50 and p99.
+    for (int i = 0; i < warm_reps && !g_interrupted && status.ok(); ++i) {
+      status = time_start(absl::StrCat("warm-", i), small_text, &start_warm);
     }
     // Alternating, so that drift on a shared machine hits both alike.
     for (int i = 0; i < reps && !g_interrupted && status.ok(); ++i) {
-      for (const char* which : {"small", "big"}) {
-        const std::string id = absl::StrCat(which, "-", i);
-        absl::StatusOr<v1::StartRolloutRequest> req =
-            Request(id, std::string(which) == "big" ? big_text : small_text);
-        if (!req.ok()) {
-          status = req.status();
-          break;
-        }
-        Clock::time_point t0 = Clock::now();
-        absl::StatusOr<v1::StartRolloutResponse> r = manager.Start(*req);
-        const double ms = MsSince(t0);
-        if (!r.ok()) {
-          status = r.status();
-          break;
-        }
-        (std::string(which) == "big" ? start_big : start_small).push_back(ms);
-        if (absl::Status s = manager.End(id).status(); !s.ok()) {
-          status = s;
-          break;
-        }
+      status = time_start(absl::StrCat("small-", i), small_text, &start_small);
+      if (status.ok()) {
+        status = time_start(absl::StrCat("big-", i), big_text, &start_big);
       }
     }
   }
