@@ -346,6 +346,12 @@ enum sf_hook {
 	/* The BPF LSM enforcer of Unix sockets (kernels before 6.7). */
 	SF_HOOK_UNIX_STREAM_CONNECT = 9,
 	SF_HOOK_UNIX_MAY_SEND = 10,
+	/* Not BPF: the socket-family supervisor (userspace/confine/
+	 * socket_supervisor.h), a seccomp listener. socket() and socketpair()
+	 * (protocol: the family asked for; 0 for the 32-bit socketcall);
+	 * io_uring_setup(). */
+	SF_HOOK_SOCKET = 11,
+	SF_HOOK_IO_URING_SETUP = 12,
 };
 
 enum sf_verdict {
@@ -389,6 +395,11 @@ enum sf_reason {
 	 * reached a socket outside it (the name was swapped, e.g. for a
 	 * symbolic link); the process is killed before it returns */
 	SF_REASON_UNIX_PEER_OUTSIDE = 18,
+	/* denied: a socket family no hook judges (vsock, packet, ...) */
+	SF_REASON_FAMILY = 19,
+	/* denied: io_uring, whose IORING_OP_SOCKET makes sockets of any
+	 * family without socket() */
+	SF_REASON_IO_URING = 20,
 };
 
 struct sf_net_event {

@@ -51,6 +51,7 @@ class Assembler {
   void Load(uint32_t offset) {
     code_.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offset));
   }
+  void And(uint32_t k) { code_.push_back(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, k)); }
   void Ret(uint32_t action) {
     code_.push_back(BPF_STMT(BPF_RET | BPF_K, action));
   }
@@ -241,6 +242,52 @@ std::vector<sock_filter> BuildSeccompFilter(const SeccompOptions& options) {
     a.Bind(next);
   }
 
+  a.Ret(SECCOMP_RET_ALLOW);
+  return a.Finish();
+}
+
+bool IsJudgedSocketFamily(int family) {
+  for (int judged : kJudgedSocketFamilies) {
+    if (family == judged) return true;
+  }
+  return false;
+}
+
+std::vector<sock_filter> BuildSocketFamilyFilter() {
+  using L = Assembler::Label;
+  Assembler a;
+  const L x86_64 = a.NewLabel(), i386 = a.NewLabel(), family = a.NewLabel(),
+          notify = a.NewLabel(), allow = a.NewLabel();
+  a.Load(kOffArch);
+  a.Jump(BPF_JEQ, AUDIT_ARCH_X86_64, x86_64, Assembler::kNext);
+  a.Jump(BPF_JEQ, AUDIT_ARCH_I386, i386, allow);
+
+  // x32 numbers are the x86-64 ones with kX32SyscallBit set: one check.
+  a.Bind(x86_64);
+  a.Load(kOffNr);
+  a.And(~kX32SyscallBit);
+  a.Jump(BPF_JEQ, __NR_socket, family, Assembler::kNext);
+  a.Jump(BPF_JEQ, __NR_socketpair, family, Assembler::kNext);
+  a.Jump(BPF_JEQ, __NR_io_uring_setup, notify, allow);
+
+  // The 32-bit entry: socketcall's arguments are in memory, out of the
+  // filter's reach, so the supervisor gets every one.
+  a.Bind(i386);
+  a.Load(kOffNr);
+  a.Jump(BPF_JEQ, kI386Socket, family, Assembler::kNext);
+  a.Jump(BPF_JEQ, kI386Socketpair, family, Assembler::kNext);
+  a.Jump(BPF_JEQ, kI386Socketcall, notify, Assembler::kNext);
+  a.Jump(BPF_JEQ, __NR_io_uring_setup, notify, allow);
+
+  // The kernel reads the family as an int: the low 32 bits.
+  a.Bind(family);
+  a.Load(ArgLow(0));
+  for (int judged : kJudgedSocketFamilies) {
+    a.Jump(BPF_JEQ, static_cast<uint32_t>(judged), allow, Assembler::kNext);
+  }
+  a.Bind(notify);
+  a.Ret(SECCOMP_RET_USER_NOTIF);
+  a.Bind(allow);
   a.Ret(SECCOMP_RET_ALLOW);
   return a.Finish();
 }

@@ -92,6 +92,7 @@
 
 #include <linux/filter.h>
 #include <linux/sched.h>
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <string>
@@ -119,6 +120,33 @@ std::vector<SeccompDenial> DeniedSyscalls(const SeccompOptions& options);
 // Empty only if the program does not assemble (a jump out of range): a bug
 // the caller reports rather than load.
 std::vector<sock_filter> BuildSeccompFilter(const SeccompOptions& options);
+
+// The socket families a restricted phase can judge: AF_INET and AF_INET6
+// (the cgroup sock_addr hooks), AF_UNIX (the Unix hooks), AF_NETLINK (the
+// kernel itself: routes, addresses; nothing leaves the host). Every other
+// family -- vsock reaches the hypervisor, packet and XDP sockets send
+// frames no cgroup hook sees, SMC, RDS, TIPC, CAN, Bluetooth, ... -- has
+// no hook that judges it, so a restricted phase refuses its creation.
+inline constexpr int kJudgedSocketFamilies[] = {AF_UNIX, AF_INET, AF_INET6,
+                                                AF_NETLINK};
+bool IsJudgedSocketFamily(int family);
+
+// 32-bit entry numbers (arch/x86/entry/syscalls/syscall_32.tbl).
+inline constexpr int kI386Socketcall = 102;
+inline constexpr int kI386Socket = 359;
+inline constexpr int kI386Socketpair = 360;
+
+// The socket-family filter, apart from the guard's (installed whatever the
+// guard, with a listener: confine/socket_supervisor.h). It passes every
+// call the supervisor need not see without running for it (the kernel's
+// action cache) and hands it:
+//   socket, socketpair    with a family not in kJudgedSocketFamilies
+//                         (x86-64, x32 and the 32-bit entry)
+//   socketcall            the 32-bit multiplexer: arguments in memory
+//   io_uring_setup        its IORING_OP_SOCKET creates sockets without
+//                         the socket() system call
+// The supervisor answers each by the phase the sandbox is in when it asks.
+std::vector<sock_filter> BuildSocketFamilyFilter();
 
 // The namespace flags refused in clone's and unshare's flags.
 inline constexpr uint32_t kCloneNamespaceFlags =

@@ -169,7 +169,7 @@ absl::StatusOr<uint64_t> RolloutManager::Watch(const std::string& rollout_id,
         out.set_verdict(VerdictOf(e.verdict));
         out.set_reason(std::string(ReasonName(e.reason)));
         out.set_hook(std::string(HookName(e.hook)));
-        out.set_protocol(ProtocolName(e.protocol));
+        out.set_protocol(AttemptProtocol(e));
         out.set_address(e.addr.ToString());
         out.set_port(e.port);
         out.set_pid(e.pid);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "confine/socket_supervisor.h"
 
 namespace sandfence {
 
@@ -83,6 +84,10 @@ absl::string_view HookName(sf_hook hook) {
       return "unix_stream_connect";
     case SF_HOOK_UNIX_MAY_SEND:
       return "unix_may_send";
+    case SF_HOOK_SOCKET:
+      return "socket";
+    case SF_HOOK_IO_URING_SETUP:
+      return "io_uring_setup";
   }
   return "unknown";
 }
@@ -137,6 +142,10 @@ absl::string_view ReasonName(sf_reason reason) {
       return "unix unchecked";
     case SF_REASON_UNIX_PEER_OUTSIDE:
       return "unix peer outside the sandbox (killed)";
+    case SF_REASON_FAMILY:
+      return "socket family not judged";
+    case SF_REASON_IO_URING:
+      return "io_uring (sockets no hook sees)";
   }
   return "unknown";
 }
@@ -155,6 +164,24 @@ std::string ProtocolName(uint8_t protocol) {
       return "raw";
   }
   return absl::StrCat("proto ", protocol);
+}
+
+std::string AttemptProtocol(const NetEvent& e) {
+  if (e.is_unix()) return "unix";
+  if (e.hook == SF_HOOK_IO_URING_SETUP) return "io_uring";
+  if (e.hook == SF_HOOK_SOCKET) {
+    return e.protocol == 0 ? "unknown (32-bit socketcall)"
+                           : confine::SocketFamilyName(e.protocol);
+  }
+  return ProtocolName(e.protocol);
+}
+
+bool HasDestination(const NetEvent& e) {
+  return !e.is_unix() && e.hook != SF_HOOK_SOCK_CREATE && !IsSupervised(e);
+}
+
+bool IsSupervised(const NetEvent& e) {
+  return e.hook == SF_HOOK_SOCKET || e.hook == SF_HOOK_IO_URING_SETUP;
 }
 
 absl::StatusOr<std::unique_ptr<NetEventReader>> NetEventReader::Create(

@@ -62,6 +62,14 @@ absl::string_view VerdictName(sf_verdict verdict);
 absl::string_view ReasonName(sf_reason reason);
 // "tcp", "udp", "icmp", or the number.
 std::string ProtocolName(uint8_t protocol);
+// What the record's protocol says: "unix" for a Unix name, the family
+// ("vsock") for the socket hook, "io_uring", else ProtocolName.
+std::string AttemptProtocol(const NetEvent& e);
+// Whether the event has an IP destination (address and port) at all.
+bool HasDestination(const NetEvent& e);
+// Whether userspace judged it (the socket-family supervisor), not a hook:
+// no kernel counter includes it.
+bool IsSupervised(const NetEvent& e);
 
 // Reads a ring buffer and hands every decoded event to a callback. Not
 // thread-safe: one thread polls.

@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "confine/confine.h"
+#include "confine/socket_supervisor.h"
 
 extern char** environ;
 
@@ -58,6 +59,7 @@ enum Stage {
   kStageNetns,
   kStageDetach,
   kStageHide,
+  kStageSocketFilter,
   // kStageConfine + ConfineStep: which step of ApplyConfinement failed.
   kStageConfine = 100,
 };
@@ -113,6 +115,9 @@ const char* StageName(int stage) {
       return "detach a special file system from the sandbox's mounts";
     case kStageHide:
       return "hide sandfence's own directories from the sandbox";
+    case kStageSocketFilter:
+      return "install the socket-family filter and hand its listener over "
+             "(a seccomp listener already in this process's filters?)";
   }
   return "start the command";
 }
@@ -188,6 +193,7 @@ struct ChildPlan {
   int error_fd;      // the pipe that reports a failure before exec
   pid_t parent;      // our pid, in the parent's namespace
   int parent_pidfd;  // with pid_namespace: readable once the parent died
+  int listener_channel;  // with socket_filter: where its listener goes
 };
 
 // Caps, credentials, descriptors, exec. under_init: the caller is the init
@@ -250,6 +256,22 @@ struct ChildPlan {
       errno = -rc;
       Fail(fd, kStageConfine + step);
     }
+  }
+  // After the guard's filter: its refusals (the 32-bit entry, say) take
+  // precedence over a notification. The listener leaves before exec.
+  if (options.socket_filter != nullptr) {
+    const int listener = confine::InstallSocketFamilyFilter(
+        *options.socket_filter);
+    if (listener < 0) {
+      errno = -listener;
+      Fail(fd, kStageSocketFilter);
+    }
+    if (const int rc = confine::SendFd(plan.listener_channel, listener);
+        rc != 0) {
+      errno = -rc;
+      Fail(fd, kStageSocketFilter);
+    }
+    ::close(listener);
   }
   ::execve(plan.exe, plan.argv, environ);
   Fail(fd, kStageExec);
@@ -425,6 +447,21 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
     if (!parent_pidfd) return ErrnoError(errno, "pidfd_open of this process");
   }
 
+  // The socket-family filter's listener comes back over this channel.
+  UniqueFd channel_parent, channel_child;
+  if (options.socket_filter != nullptr) {
+    if (options.socket_listener == nullptr) {
+      return absl::InvalidArgumentError(
+          "SpawnInCgroup: socket_filter without socket_listener");
+    }
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      return ErrnoError(errno, "socketpair for the seccomp listener");
+    }
+    channel_parent.reset(pair[0]);
+    channel_child.reset(pair[1]);
+  }
+
   struct clone_args args;
   std::memset(&args, 0, sizeof(args));
   args.flags = CLONE_INTO_CGROUP | (options.new_netns ? CLONE_NEWNET : 0) |
@@ -441,8 +478,9 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
                    : "clone3(CLONE_INTO_CGROUP) into the sandbox");
   }
   if (pid == 0) {
-    ChildPlan plan{&options, exe->c_str(), argv.data(), gid,
-                   write_end.get(),  parent,         parent_pidfd.get()};
+    ChildPlan plan{&options,       exe->c_str(),        argv.data(),
+                   gid,            write_end.get(),     parent,
+                   parent_pidfd.get(), channel_child.get()};
     // Before anything of the command's: it never runs in the host's.
     if (options.netns_fd >= 0 &&
         ::syscall(SYS_setns, options.netns_fd, CLONE_NEWNET) != 0) {
@@ -463,6 +501,17 @@ absl::StatusOr<pid_t> SpawnInCgroup(const SpawnOptions& options) {
     ::waitpid(static_cast<pid_t>(pid), &status, 0);
     return ErrnoError(e.err, absl::StrCat("could not ", StageName(e.stage),
                                           " for \"", options.argv[0], "\""));
+  }
+  if (options.socket_filter != nullptr) {
+    // Sent before exec, which the pipe's end said happened.
+    absl::StatusOr<UniqueFd> listener = confine::ReceiveFd(channel_parent.get());
+    if (!listener.ok()) {
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+      int status;
+      ::waitpid(static_cast<pid_t>(pid), &status, 0);
+      return listener.status();
+    }
+    *options.socket_listener = *std::move(listener);
   }
   return static_cast<pid_t>(pid);
 }
@@ -500,10 +549,15 @@ absl::Status ExecInPlace(const SpawnOptions& options) {
       ::syscall(SYS_setns, options.netns_fd, CLONE_NEWNET) != 0) {
     return ErrnoError(errno, "join the sandbox's network namespace");
   }
+  if (options.socket_filter != nullptr) {
+    return absl::InvalidArgumentError(
+        "ExecInPlace has nobody to hold the socket-family filter's listener");
+  }
   SpawnOptions in_place = options;
   in_place.kill_with_parent = false;
-  ChildPlan plan{&in_place, exe->c_str(), argv.data(), gid,
-                 /*error_fd=*/-1, /*parent=*/0, /*parent_pidfd=*/-1};
+  ChildPlan plan{&in_place,       exe->c_str(),      argv.data(),
+                 gid,             /*error_fd=*/-1,   /*parent=*/0,
+                 /*parent_pidfd=*/-1, /*listener_channel=*/-1};
   // Only this thread's credentials change, and execve ends every other
   // thread: the command starts with them all.
   ExecCommand(plan, /*under_init=*/false);

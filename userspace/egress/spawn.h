@@ -4,6 +4,7 @@
 #ifndef SANDFENCE_EGRESS_SPAWN_H_
 #define SANDFENCE_EGRESS_SPAWN_H_
 
+#include <linux/filter.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 
 namespace sandfence {
 
@@ -61,6 +63,13 @@ struct SpawnOptions {
   // With pid_namespace: directories covered there by an empty read-only
   // tmpfs (sandfence's own: the daemon's socket, state and records).
   std::vector<std::string> hide_paths;
+  // The socket-family filter (confine/seccomp_filter.h:
+  // BuildSocketFamilyFilter), installed by the command last, after the
+  // guard's; its listener is handed back through socket_listener (then a
+  // confine::SocketSupervisor's) before the command execs. Both must
+  // outlive the call. Not with ExecInPlace.
+  const std::vector<sock_filter>* socket_filter = nullptr;
+  UniqueFd* socket_listener = nullptr;
 };
 
 // Returns the child's pid. Errors in the child before exec (unknown

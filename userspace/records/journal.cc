@@ -326,7 +326,7 @@ absl::StatusOr<v1::RolloutRecord> ReadRecordFile(const std::string& path) {
 
 uint64_t EventsToRecord(const v1::LossAccounting& loss) {
   return loss.kernel_allowed() + loss.kernel_denied() -
-         loss.kernel_allowed_unreported();
+         loss.kernel_allowed_unreported() + loss.supervisor_decided();
 }
 
 uint64_t EventsAccountedFor(const v1::LossAccounting& loss) {
@@ -425,8 +425,11 @@ void EvaluateLoss(v1::RolloutRecord* record) {
       lossy = true;
       AddWarning(
           record, v1::WARNING_IMBALANCE,
-          absl::StrCat("the balance is off: the kernel meant to report ",
-                       Events(EventsToRecord(loss)), ", ",
+          absl::StrCat("the balance is off: the kernel",
+                       loss.supervisor_decided() > 0
+                           ? " and the socket-family supervisor"
+                           : "",
+                       " meant to report ", Events(EventsToRecord(loss)), ", ",
                        EventsAccountedFor(loss), " are accounted for (",
                        loss.events_recorded(), " recorded + ",
                        loss.kernel_events_lost(), " lost in the kernel + ",

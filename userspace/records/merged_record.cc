@@ -55,6 +55,8 @@ v1::RolloutRecord MergeRecordSegments(
       loss->set_kernel_audit_denied(l.kernel_audit_denied());
       loss->set_events_recorded(loss->events_recorded() + l.events_recorded());
       loss->set_reader_dropped(loss->reader_dropped() + l.reader_dropped());
+      loss->set_supervisor_decided(loss->supervisor_decided() +
+                                   l.supervisor_decided());
       loss->set_decode_errors(loss->decode_errors() + l.decode_errors());
       loss->set_unrouted_events(loss->unrouted_events() + l.unrouted_events());
       loss->set_overflowed(loss->overflowed() + l.overflowed());

@@ -404,12 +404,11 @@ v1::NetAttempt RolloutRecorder::ToAttempt(const FoldedEntry& f) const {
   }
   a.set_reason(std::string(ReasonName(e.reason)));
   a.set_hook(std::string(HookName(e.hook)));
-  a.set_protocol(ProtocolName(e.protocol));
+  a.set_protocol(AttemptProtocol(e));
   a.set_socket_type(SocketTypeName(e.sock_type));
   if (e.is_unix()) {
-    a.set_protocol("unix");
     a.set_address(e.unix_name->ToString());
-  } else if (e.hook != SF_HOOK_SOCK_CREATE) {
+  } else if (HasDestination(e)) {
     a.set_address(e.addr.ToString());
     a.set_port(e.port);
   }
@@ -442,6 +441,7 @@ v1::NetAttempt RolloutRecorder::ToAttempt(const FoldedEntry& f) const {
 bool RolloutRecorder::Add(const NetEvent& event) {
   absl::MutexLock lock(&mu_);
   if (finalized_) return false;
+  if (IsSupervised(event)) ++supervisor_decided_;
   if (journal_.failed()) {
     ++reader_dropped_;
     return true;
@@ -636,6 +636,7 @@ v1::LossAccounting RolloutRecorder::Loss() const {
   }
   loss.set_events_recorded(folder_.total());
   loss.set_reader_dropped(reader_dropped_);
+  loss.set_supervisor_decided(supervisor_decided_);
   loss.set_overflowed(folder_.overflowed());
   loss.set_guard_events_recorded(guard_recorded_);
   loss.set_dns_queries(dns_folder_.total());

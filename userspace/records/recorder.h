@@ -217,6 +217,7 @@ class RolloutRecorder {
       ABSL_GUARDED_BY(mu_);
   std::optional<SandboxCounters> last_counters_ ABSL_GUARDED_BY(mu_);
   uint64_t reader_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t supervisor_decided_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dns_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   DnsQueryStats dns_stats_ ABSL_GUARDED_BY(mu_);
   uint64_t guard_recorded_ ABSL_GUARDED_BY(mu_) = 0;

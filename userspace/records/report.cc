@@ -474,6 +474,12 @@ void Losses(const v1::RolloutRecord& r, std::string* out) {
                                         " would have been denied: audit only"),
                      ")", r.complete() ? "" : " at the last snapshot")
                : std::string("not read")});
+  if (l.supervisor_decided() > 0) {
+    t.Add({"supervisor judged",
+           absl::StrCat(Plural(l.supervisor_decided(), "socket call",
+                               "socket calls"),
+                        " (socket families no hook judges, io_uring)")});
+  }
   const std::string parts =
       absl::StrCat(l.events_recorded(), " recorded + ", l.kernel_events_lost(),
                    " lost in the kernel (ring buffer full) + ",

@@ -29,7 +29,10 @@
 #include "sandbox/netns.h"
 #include "sandbox/reaper.h"
 #include "confine/landlock.h"
+#include "confine/seccomp_filter.h"
+#include "confine/socket_supervisor.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/socket_attempts.h"
 
 namespace sandfence {
 namespace {
@@ -70,6 +73,8 @@ std::string Destination(const NetEvent& e) {
     return e.sock_type == 3 ? "raw socket"
                             : absl::StrCat("socket protocol ", e.protocol);
   }
+  if (e.hook == SF_HOOK_SOCKET) return "socket creation";
+  if (e.hook == SF_HOOK_IO_URING_SETUP) return "io_uring_setup";
   return HostPort{e.addr, e.port}.ToString();
 }
 
@@ -77,9 +82,8 @@ std::string Destination(const NetEvent& e) {
 class SummaryBuilder {
  public:
   void Add(const NetEvent& e) {
-    const std::string proto = e.is_unix()                      ? "unix"
-                              : e.hook == SF_HOOK_SOCK_CREATE ? "socket"
-                                                              : ProtocolName(e.protocol);
+    const std::string proto =
+        e.hook == SF_HOOK_SOCK_CREATE ? "socket" : AttemptProtocol(e);
     const std::string dest = Destination(e);
     if (!e.denied() && !e.would_deny()) {
       allowed_.emplace(absl::StrCat(proto, " ", dest));
@@ -321,6 +325,17 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   // Out of the command's reach: it cannot see, so cannot signal, this
   // process (whatever the guard does), and dies with it.
   spawn.pid_namespace = true;
+  // Socket families no hook judges (vsock, packet, ...) and io_uring: this
+  // loop answers them by the phase (sandbox/socket_attempts.h).
+  const std::vector<sock_filter> socket_filter =
+      confine::BuildSocketFamilyFilter();
+  if (socket_filter.empty()) {
+    end().IgnoreError();
+    return absl::InternalError("the socket-family filter does not assemble");
+  }
+  UniqueFd socket_listener;
+  spawn.socket_filter = &socket_filter;
+  spawn.socket_listener = &socket_listener;
   absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
   if (!child.ok()) {
     end().IgnoreError();
@@ -333,7 +348,22 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     return ErrnoError(err, "pidfd_open");
   }
 
-  // One loop: the command's exit, forwarded signals, and events.
+  confine::SocketSupervisor supervisor(std::move(socket_listener));
+  auto answer_socket_call = [&]() -> absl::Status {
+    const std::optional<sf_verdict> verdict =
+        SocketFamilyVerdict(sb.current_phase());
+    absl::StatusOr<std::optional<confine::SocketAttempt>> a =
+        supervisor.AnswerOne(verdict == SF_VERDICT_DENY);
+    if (!a.ok()) return a.status();
+    if (*a && verdict) {
+      sb.AddSupervisedEvent(SocketAttemptEvent(**a, *verdict, sb.cgroup().id,
+                                               sb.generation()));
+    }
+    return absl::OkStatus();
+  };
+
+  // One loop: the command's exit, forwarded signals, events, and the
+  // socket calls waiting for an answer.
   int signals_seen = 0;
   for (;;) {
     absl::StatusOr<int> polled = (*host)->PollEvents(0);
@@ -342,8 +372,10 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
       end().IgnoreError();
       return polled.status();
     }
-    pollfd fds[2] = {{pidfd.get(), POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
-    int n = ::poll(fds, 2, 50);
+    pollfd fds[3] = {{pidfd.get(), POLLIN, 0},
+                     {sigfd.get(), POLLIN, 0},
+                     {supervisor.fd(), POLLIN, 0}};
+    int n = ::poll(fds, 3, 50);
     if (n < 0 && errno != EINTR) {
       const int err = errno;
       end().IgnoreError();
@@ -357,6 +389,12 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
         } else {
           ::kill(*child, SIGKILL);
         }
+      }
+    }
+    if (fds[2].revents & POLLIN) {
+      if (absl::Status s = answer_socket_call(); !s.ok()) {
+        end().IgnoreError();
+        return s;
       }
     }
     if (fds[0].revents & POLLIN) break;

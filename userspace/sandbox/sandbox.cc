@@ -548,6 +548,12 @@ std::string Sandbox::phase() const {
   return policy_.phases[phase_index_].name;
 }
 
+const CompiledPhase& Sandbox::current_phase() const {
+  absl::MutexLock lock(&mu_);
+  // The phases never change after Start; only the index moves.
+  return policy_.phases[phase_index_];
+}
+
 uint32_t Sandbox::generation() const {
   absl::MutexLock lock(&mu_);
   return generation_;

@@ -141,7 +141,12 @@ class Sandbox : private EventRoute {
   bool created() const { return created_; }
   bool borrowed() const { return borrowed_; }
   std::string phase() const;
+  const CompiledPhase& current_phase() const;
   uint32_t generation() const;
+  // An attempt judged outside the kernel's hooks (the socket-family
+  // supervisor: sandbox/socket_attempts.h), into the record and to the
+  // listeners as a hook's event would go.
+  void AddSupervisedEvent(const NetEvent& event) { OnNetEvent(event); }
   // What the record says of the process guard.
   const std::string& guard_text() const { return guard_text_; }
   const GuardInfo& guard() const { return guard_; }
