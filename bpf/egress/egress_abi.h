@@ -400,6 +400,12 @@ enum sf_reason {
 	/* denied: io_uring, whose IORING_OP_SOCKET makes sockets of any
 	 * family without socket() */
 	SF_REASON_IO_URING = 20,
+	/* denied: a path the sandbox bound, where the socket reached cannot
+	 * be checked before it is used: an addressed datagram (delivered
+	 * before any check could see where), or a connect from a socket
+	 * another process could hold (shared by fork, dup, SCM_RIGHTS or a
+	 * shared descriptor table) when the connector is killed */
+	SF_REASON_UNIX_UNVERIFIABLE = 21,
 };
 
 struct sf_net_event {

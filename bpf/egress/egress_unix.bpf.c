@@ -16,8 +16,12 @@
  * Who bound a name: a tp_btf/sys_exit tracker sees every successful bind()
  * on the host and keeps, per name, the binder's cgroup ancestry when it was
  * inside a sandbox (the entry goes when anyone else binds the name). Paths
- * are judged by the name the caller gives, not by the file it resolves to:
- * see the README's limits.
+ * are judged by the name the caller gives; a path that is the sandbox's own
+ * could have been swapped for a link to an outside socket, so a connect to
+ * it is checked at its exit against the socket it reached (the connector
+ * is killed on a mismatch), and only from a socket no other process can
+ * hold; an addressed datagram to it, which no check could see before it
+ * is delivered, is refused. See the README's limits.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -28,10 +32,18 @@
 
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
-/* x86_64's bind(2); 32-bit binds are not tracked: their names count as
- * bound outside (denied), never as the sandbox's own. */
+/* bind(2) and connect(2) on x86-64 and x32 (whose numbers are x86-64's
+ * with bit 30 set) take the fd in di; the 32-bit entry (TS_COMPAT: a
+ * 32-bit process, or int $0x80 from a 64-bit one) has numbers of its own
+ * and takes it in bx. Its socketcall is not seen here: binds through it
+ * count as outside (denied), never as the sandbox's own, and the guard or
+ * the supervisor refuses it. */
+#define SF_TS_COMPAT 0x0002
+#define SF_NR_X32_BIT 0x40000000
 #define SF_NR_BIND 49
 #define SF_NR_CONNECT 42
+#define SF_NR_I386_BIND 361
+#define SF_NR_I386_CONNECT 362
 #define SF_SIGKILL 9
 #define SF_SOCK_DGRAM 2
 
@@ -68,6 +80,36 @@ struct {
 	__type(key, struct sf_unix_key);
 	__type(value, struct sf_unix_binder);
 } sf_unix_bound SEC(".maps");
+
+/* Before 6.13, struct file counted its references in f_count. */
+struct file___f_count {
+	atomic_long_t f_count;
+} __attribute__((preserve_access_index));
+
+/*
+ * Whether the socket being connected is held by this process alone: its
+ * file has one reference (no fork, dup, SCM_RIGHTS in flight or io_uring
+ * slot holds another) and the descriptor table holding it is not shared
+ * (no thread, no CLONE_FILES process). Only then does killing the
+ * connector at a failed exit check leave no connected socket behind.
+ */
+static __always_inline bool sf_unix_held_alone(struct bpf_sock_addr_kern *sa)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
+	struct socket *sock = BPF_CORE_READ(sa, sk, sk_socket);
+	struct file *f = BPF_CORE_READ(sock, file);
+	long refs;
+
+	if (!f || BPF_CORE_READ(t, files, count.counter) != 1)
+		return false;
+	if (bpf_core_field_exists(struct file, f_ref))
+		/* file_ref_t counts from 0: one reference reads 0. */
+		refs = BPF_CORE_READ(f, f_ref.refcnt.counter) + 1;
+	else
+		refs = BPF_CORE_READ((struct file___f_count *)f,
+				     f_count.counter);
+	return refs == 1;
+}
 
 /* The hooks' walk (bpf_loop's context). */
 struct sf_unix_hook_walk {
@@ -137,8 +179,19 @@ static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 	sf_unix_apply_audit(w);
 	/* A path is a name, not a socket: the sandbox may have swapped the
 	 * one it bound for a link to an outside socket. A connect gets
-	 * checked against what it reached (sf_unix_bind_exit); an abstract
-	 * name cannot be swapped while the tracker sees every bind. */
+	 * checked against what it reached (sf_unix_bind_exit), from a socket
+	 * no other process holds; a datagram sent to the path cannot be
+	 * checked before it is delivered. The enforcing sandbox that allowed
+	 * the name as its own refuses both otherwise. An abstract name
+	 * cannot be swapped while the tracker sees every bind. */
+	if (w->dec.verdict != SF_VERDICT_DENY && w->own_id && !w->key.abstract &&
+	    (hook == SF_HOOK_SENDMSG_UNIX || !sf_unix_held_alone(sa))) {
+		sf_unix_set(&w->dec, SF_VERDICT_DENY,
+			    SF_REASON_UNIX_UNVERIFIABLE, SF_NO_RULE);
+		w->id = w->own_id;
+		w->generation = w->own_generation;
+		w->ring = w->own_ring;
+	}
 	if (w->dec.verdict != SF_VERDICT_DENY && w->own_id && !w->key.abstract &&
 	    hook == SF_HOOK_CONNECT_UNIX) {
 		struct sf_unix_pending p = {
@@ -391,13 +444,26 @@ static __noinline int sf_unix_track_bind(int fd)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sf_unix_bind_exit, struct pt_regs *regs, long ret)
 {
+	struct task_struct *t;
+	long nr;
+
 	if (ret != 0)
 		return 0;
-	if (regs->orig_ax == SF_NR_CONNECT)
-		return sf_unix_verify_connect((int)regs->di);
-	if (regs->orig_ax != SF_NR_BIND)
+	t = bpf_get_current_task_btf();
+	if (BPF_CORE_READ(t, thread_info.status) & SF_TS_COMPAT) {
+		nr = regs->orig_ax;
+		if (nr == SF_NR_I386_CONNECT)
+			return sf_unix_verify_connect((int)regs->bx);
+		if (nr == SF_NR_I386_BIND)
+			return sf_unix_track_bind((int)regs->bx);
 		return 0;
-	return sf_unix_track_bind((int)regs->di);
+	}
+	nr = regs->orig_ax & ~SF_NR_X32_BIT;
+	if (nr == SF_NR_CONNECT)
+		return sf_unix_verify_connect((int)regs->di);
+	if (nr == SF_NR_BIND)
+		return sf_unix_track_bind((int)regs->di);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -155,10 +155,11 @@ class UnixHooksTest : public ::testing::Test {
   }
 
   int Probe(const Cgroup& sandbox, const std::string& op,
-            const std::string& name) {
+            const std::string& name, const std::string& target = "") {
     SpawnOptions o;
     o.cgroup_fd = sandbox.fd();
     o.argv = {SANDFENCE_UNIX_PROBE_PATH, op, name};
+    if (!target.empty()) o.argv.push_back(target);
     auto pid = SpawnInCgroup(o);
     EXPECT_TRUE(pid.ok()) << pid.status();
     if (!pid.ok()) return -1;
@@ -240,12 +241,20 @@ TEST_F(UnixHooksTest, ListedNamesAreReachableAndNothingElse) {
       lsm_ ? ECONNREFUSED : EPERM);
 }
 
+// The sandbox's own sockets, in every way the cgroup hooks can verify.
+// What they cannot (an addressed datagram to an own path; a connect from
+// a process whose descriptor table a thread shares) is refused there, and
+// allowed by BPF LSM, which judges the socket reached.
 TEST_F(UnixHooksTest, TheSandboxesOwnSocketsStayReachable) {
   Cgroup sb = NewSandbox(ModelOnly());
   EXPECT_EQ(Probe(sb, "own-stream", Path("own.sock")), 0);
   EXPECT_EQ(Probe(sb, "own-stream", Abstract("own")), 0);
-  EXPECT_EQ(Probe(sb, "own-dgram", Path("own-dgram.sock")), 0);
+  EXPECT_EQ(Probe(sb, "own-dgram-connected", Path("own-dgram-c.sock")), 0);
   EXPECT_EQ(Probe(sb, "own-dgram", Abstract("own-dgram")), 0);
+  EXPECT_EQ(Probe(sb, "own-stream-threaded", Abstract("own-threaded")), 0);
+  EXPECT_EQ(Probe(sb, "own-dgram", Path("own-dgram.sock")), lsm_ ? 0 : EPERM);
+  EXPECT_EQ(Probe(sb, "own-stream-threaded", Path("own-threaded.sock")),
+            lsm_ ? 0 : EPERM);
 }
 
 TEST_F(UnixHooksTest, ANameTheHostBindsAfterTheSandboxIsNoLongerTheSandboxes) {
@@ -301,6 +310,40 @@ TEST_F(UnixHooksTest, AnOwnPathSwappedForALinkOutsideIsCaughtAtTheConnect) {
   ASSERT_TRUE((*own)->RemoveSandbox(cg->id()).ok());
   unlink(Path("own.sock").c_str());
   rmdir(cg->path().c_str());
+}
+
+// The swap with a fork (issue 33, attack 3): the socket is made before the
+// fork, the child connects to the swapped name. Killing the child would
+// leave the parent holding the connected socket; so the connect is refused
+// before it is made (the socket has two holders), and the parent's copy
+// reaches nothing.
+TEST_F(UnixHooksTest, ASwappedConnectFromASharedSocketLeavesNothingConnected) {
+  UnixService docker(Path("docker.sock"), SOCK_STREAM);
+  Cgroup sb = NewSandbox(ModelOnly());
+  EXPECT_EQ(Probe(sb, "own-then-fork-symlink", Path("own-fork.sock"),
+                  Path("docker.sock")),
+            EPERM)
+      << "0: the parent talked to the outside service";
+}
+
+// The swap with a datagram (issue 33): an addressed send to a path the
+// sandbox bound, now a link to an outside datagram socket. Nothing can
+// check a datagram's destination before it is delivered, so the cgroup
+// hooks refuse it; BPF LSM refuses it as outside. Nothing arrives.
+TEST_F(UnixHooksTest, ASwappedDatagramNeverArrives) {
+  UniqueFd outside(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(Path("syslog.sock"), &a);
+  ASSERT_EQ(bind(outside.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
+  Cgroup sb = NewSandbox(ModelOnly());
+  EXPECT_EQ(Probe(sb, "own-dgram-then-symlink", Path("own-dgram-swap.sock"),
+                  Path("syslog.sock")),
+            EPERM);
+  char buf[8];
+  EXPECT_EQ(recv(outside.get(), buf, sizeof(buf), MSG_DONTWAIT), -1)
+      << "a datagram from the sandbox arrived outside";
+  EXPECT_EQ(errno, EAGAIN);
+  unlink(Path("syslog.sock").c_str());
 }
 
 // Whether a stream listener answers on name (from the test, in no sandbox).

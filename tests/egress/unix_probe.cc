@@ -10,15 +10,29 @@
 //         stream-connect-only does not, for a listener that never accepts);
 //       own-stream, own-dgram: bind NAME first (a socket of this process,
 //         so of the sandbox), then connect / send to it from another socket;
+//       own-dgram-connected: bind NAME (datagram), connect another socket
+//         to it, send;
+//       own-stream-threaded: own-stream from a process with a second
+//         thread (its descriptor table is shared);
 //       own-then-symlink NAME TARGET: bind NAME, replace its file with a
 //         symbolic link to TARGET, connect to NAME;
+//       own-dgram-then-symlink NAME TARGET: the same with a datagram
+//         socket, and an addressed send to NAME instead of a connect;
+//       own-then-fork-symlink NAME TARGET: the swap, with the connecting
+//         socket made before a fork: the child connects to NAME, then the
+//         parent, which holds the same socket, tries to talk through it
+//         (exit 0 if TARGET answered it, else the child's status);
 //       serve: listen on NAME (stream) and answer each connection's byte,
 //         for 30 s or until killed (a service inside a sandbox).
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <cerrno>
 #include <cstddef>
@@ -107,6 +121,77 @@ int OwnThenSymlink(const std::string& name, const std::string& target) {
   return r;
 }
 
+int OwnDgramConnected(const std::string& name) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
+  const int r = Connect(SOCK_DGRAM, name, false);
+  close(s);
+  if (name[0] != '@') unlink(name.c_str());
+  return r;
+}
+
+int OwnStreamThreaded(const std::string& name) {
+  int ready[2];
+  if (pipe(ready) != 0) return Err();
+  // A second thread shares the descriptor table for as long as it runs.
+  std::thread waiter([&] {
+    char c;
+    (void)!read(ready[0], &c, 1);
+  });
+  const int r = Own(SOCK_STREAM, name);
+  (void)!write(ready[1], "x", 1);
+  waiter.join();
+  return r;
+}
+
+int OwnDgramThenSymlink(const std::string& name, const std::string& target) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
+  if (unlink(name.c_str()) != 0) return Err();
+  if (symlink(target.c_str(), name.c_str()) != 0) return Err();
+  const int r = SendTo(name);
+  unlink(name.c_str());
+  close(s);
+  return r;
+}
+
+int OwnThenForkSymlink(const std::string& name, const std::string& target) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
+  if (listen(s, 4) != 0) return Err();
+  int c = socket(AF_UNIX, SOCK_STREAM, 0);  // inherited by the child
+  if (c < 0) return Err();
+  if (unlink(name.c_str()) != 0) return Err();
+  if (symlink(target.c_str(), name.c_str()) != 0) return Err();
+  const pid_t pid = fork();
+  if (pid < 0) return Err();
+  if (pid == 0) {
+    _exit(connect(c, reinterpret_cast<sockaddr*>(&a), len) == 0 ? 0 : errno);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return Err();
+  const int child = WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                        : WEXITSTATUS(status);
+  unlink(name.c_str());
+  // Whatever became of the child: does the parent's copy reach TARGET?
+  char ch = 'p';
+  signal(SIGPIPE, SIG_IGN);
+  if (write(c, &ch, 1) == 1) {
+    pollfd p{c, POLLIN, 0};
+    if (poll(&p, 1, 2000) == 1 && read(c, &ch, 1) == 1) return 0;
+  }
+  return child == 0 ? 255 : child;
+}
+
 // A stream service inside the sandbox it runs in; exits after 30 s so that
 // a test that dies cannot leave it behind for long.
 int Serve(const std::string& name) {
@@ -158,8 +243,16 @@ int main(int argc, char** argv) {
     err = Own(SOCK_DGRAM, name);
   } else if (op == "serve") {
     err = Serve(name);
+  } else if (op == "own-dgram-connected") {
+    err = OwnDgramConnected(name);
+  } else if (op == "own-stream-threaded") {
+    err = OwnStreamThreaded(name);
   } else if (op == "own-then-symlink" && argc == 4) {
     err = OwnThenSymlink(name, argv[3]);
+  } else if (op == "own-dgram-then-symlink" && argc == 4) {
+    err = OwnDgramThenSymlink(name, argv[3]);
+  } else if (op == "own-then-fork-symlink" && argc == 4) {
+    err = OwnThenForkSymlink(name, argv[3]);
   } else {
     std::fprintf(stderr, "unix_probe: unknown op %s\n", op.c_str());
     return 254;

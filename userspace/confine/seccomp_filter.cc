@@ -141,6 +141,9 @@ std::vector<SeccompDenial> DeniedSyscalls(const SeccompOptions& options) {
       {__NR_lookup_dcookie, "lookup_dcookie", EPERM, "kernel profiling"},
       {__NR_process_madvise, "process_madvise", EPERM,
        "another process's memory; CAP_PERFMON passes LSMs"},
+      {__NR_pidfd_getfd, "pidfd_getfd", EPERM,
+       "takes another process's socket while the Unix check's kill is "
+       "pending"},
   };
   if (options.deny_io_uring) {
     d.push_back({__NR_io_uring_setup, "io_uring_setup", EPERM,

@@ -67,6 +67,11 @@
 //                                            memory; its mm_access check
 //                                            lets CAP_PERFMON and
 //                                            CAP_SYS_ADMIN past every LSM
+//   pidfd_getfd                       EPERM  copies another process's
+//                                            descriptor: a socket whose
+//                                            connect the Unix check (without
+//                                            BPF LSM) kills at its exit
+//                                            could survive in the copier
 //   prlimit64 setting another         EPERM  RLIMIT_CPU on another process
 //     process's limits (pid != 0)            makes the kernel send it
 //                                            SIGXCPU then SIGKILL: a signal

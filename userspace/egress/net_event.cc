@@ -142,6 +142,8 @@ absl::string_view ReasonName(sf_reason reason) {
       return "unix unchecked";
     case SF_REASON_UNIX_PEER_OUTSIDE:
       return "unix peer outside the sandbox (killed)";
+    case SF_REASON_UNIX_UNVERIFIABLE:
+      return "unix own path, not verifiable";
     case SF_REASON_FAMILY:
       return "socket family not judged";
     case SF_REASON_IO_URING:

@@ -124,6 +124,9 @@ ReplayVerdict PhaseJudge::Attempt(const v1::NetAttempt& a,
     if (Is(a.reason(), SF_REASON_UNIX_OWN)) {
       return Allowed("the sandbox's own socket");
     }
+    if (Is(a.reason(), SF_REASON_UNIX_UNVERIFIABLE)) {
+      return Denied("the sandbox's own path could not be verified");
+    }
     if (Is(a.reason(), SF_REASON_UNIX_PEER_OUTSIDE)) {
       return Denied("the sandbox's name led to a socket outside it");
     }

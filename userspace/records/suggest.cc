@@ -291,6 +291,16 @@ void PhaseLearning::LearnAttempt(size_t r, const v1::NetAttempt& a) {
                                a.address(), ": never reachable"),
                   n, denied, r);
     }
+    if (is(SF_REASON_UNIX_UNVERIFIABLE)) {
+      return Note(absl::StrCat(
+                      "attempts to ", a.address(),
+                      ", a path the sandbox bound, that could not be checked "
+                      "against the socket reached (a datagram sent to the "
+                      "path, or a connect from a shared socket or descriptor "
+                      "table): use an abstract name, connect a datagram "
+                      "socket before sending, or a kernel with BPF LSM"),
+                  n, denied, r);
+    }
     if (is(SF_REASON_UNIX_PEER_OUTSIDE)) {
       return Note(absl::StrCat("attempts through ", a.address(),
                                ", a name the sandbox bound, to a socket "

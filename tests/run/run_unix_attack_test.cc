@@ -1,0 +1,164 @@
+// Issue 33's four attacks on the Unix-socket checks, as an unprivileged
+// agent would make them under `sandfence run`'s defaults (model_only, the
+// landlock guard): a host socket the phase does not list must not answer.
+//   1. io_uring's IORING_OP_CONNECT (no connect(2) exit to check at):
+//      io_uring_setup is refused (the guard's seccomp; without a guard, the
+//      socket-family supervisor in a restricted phase).
+//   2. and 4. a tmpfs or a bind mount over a path, in a user and mount
+//      namespace of the agent's own: unshare is refused (the guard).
+//   3. the swap with a fork: the shared socket's connect is refused before
+//      it is made, so the parent's copy is never connected.
+// And the plain swap (killed at the connect's exit, recorded with the name
+// the outside socket was bound to), and a listed path (reached: the
+// control). The outside service counts every connection it accepts.
+//
+// Every socket is a Unix socket in a directory this test makes.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/unique_fd.h"
+#include "gtest/gtest.h"
+#include "support/host_probe.h"
+#include "support/test_env.h"
+#include "tests/run/run_fixture.h"
+
+namespace sandfence::testing {
+namespace {
+
+// A stream service outside every sandbox that answers each connection's
+// byte and counts the connections it accepted.
+class CountingService {
+ public:
+  explicit CountingService(const std::string& path) : path_(path) {
+    fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0)
+        << path << ": " << std::strerror(errno);
+    // Only sandfence's check stands between the agent and the service.
+    ::chmod(path.c_str(), 0666);
+    EXPECT_EQ(::listen(fd_.get(), 16), 0);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_.get(), POLLIN, 0};
+        if (::poll(&p, 1, 50) != 1) continue;
+        UniqueFd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!c) continue;
+        ++accepted_;
+        char ch;
+        pollfd q{c.get(), POLLIN, 0};
+        if (::poll(&q, 1, 2000) == 1 && ::read(c.get(), &ch, 1) == 1) {
+          (void)!::write(c.get(), &ch, 1);
+        }
+      }
+    });
+  }
+  ~CountingService() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::unlink(path_.c_str());
+  }
+  int accepted() const { return accepted_; }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+class RunUnixAttackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    REQUIRE_KERNEL_FOR_RUN();
+    SANDFENCE_REQUIRE_HOST(HostChecksUnixSockets());
+    char tmpl[] = "/tmp/sf-unix-attack-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    // The agent (nobody) may bind names of its own here.
+    ASSERT_EQ(::chmod(dir_.c_str(), 01777), 0);
+    record_ = absl::StrCat(dir_, ".sfrec");
+  }
+  void TearDown() override {
+    ::unlink(record_.c_str());
+    for (const char* leaf : {"own-plain.sock", "own-fork.sock"}) {
+      ::unlink(absl::StrCat(dir_, "/", leaf).c_str());
+    }
+    ::rmdir(dir_.c_str());
+  }
+
+  std::string dir_, record_;
+};
+
+TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
+  // The listed service lives in a directory the agent cannot write (as
+  // the README advises); the host one beside the agent's names.
+  char listed_tmpl[] = "/tmp/sf-unix-listed-XXXXXX";
+  ASSERT_NE(::mkdtemp(listed_tmpl), nullptr);
+  ASSERT_EQ(::chmod(listed_tmpl, 0755), 0);
+  const std::string listed_path = absl::StrCat(listed_tmpl, "/listed.sock");
+  const std::string host_path = absl::StrCat(dir_, "/host.sock");
+  std::map<std::string, int> got;
+  int host_accepted = 0, listed_accepted = 0;
+  Result run;
+  {
+    CountingService host(host_path);
+    CountingService listed(listed_path);
+    run = Sandfence(
+        {"run", "--network-access", "model_only", "--model",
+         "http://127.0.0.2:9/v1", "--unix-allow", listed_path, "--user",
+         "65534", "--record", record_, "--", "/usr/bin/python3",
+         SANDFENCE_SOURCE "/tests/run/unix_attacks.py", dir_, host_path,
+         listed_path});
+    host_accepted = host.accepted();
+    listed_accepted = listed.accepted();
+  }
+  ::rmdir(listed_tmpl);
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  for (absl::string_view line : absl::StrSplit(run.out, '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    int code = -1;
+    if (f.size() == 2 && absl::SimpleAtoi(f[1], &code)) got[f[0]] = code;
+  }
+  ASSERT_EQ(got.size(), 5u) << run.out << run.err;
+  EXPECT_EQ(got["io_uring"], EPERM) << "attack 1's ring";
+  EXPECT_EQ(got["userns_mount"], EPERM) << "attacks 2 and 4's namespaces";
+  EXPECT_EQ(got["swap_plain"], 128 + SIGKILL) << "the plain swap";
+  EXPECT_EQ(got["fork_swap"], EPERM) << "attack 3 (0: the parent talked)";
+  EXPECT_EQ(got["listed"], 0) << "the control: a listed path is reached";
+  EXPECT_EQ(listed_accepted, 1);
+  // The plain swap's connection existed for the instant before the kill
+  // (the service may have accepted it); it never answered the agent.
+  EXPECT_LE(host_accepted, 1) << "the host service was reached again";
+
+  Result show = Sandfence({"records", "show", "--json", record_});
+  ASSERT_EQ(show.status, 0) << show.err;
+  // The swap is recorded with the name the outside socket was bound to.
+  EXPECT_TRUE(absl::StrContains(show.out, host_path)) << show.out;
+  EXPECT_TRUE(absl::StrContains(
+      show.out, "unix peer outside the sandbox (killed)")) << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "unix own path, not verifiable"))
+      << show.out;
+}
+
+}  // namespace
+}  // namespace sandfence::testing

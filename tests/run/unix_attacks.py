@@ -1,0 +1,125 @@
+"""The four ways issue 33 found to reach a host Unix socket a phase denies,
+tried from inside `sandfence run` as an unprivileged agent would.
+
+    unix_attacks.py DIR HOST LISTED
+
+DIR: a directory the agent may write; HOST: a stream socket outside the
+sandbox that answers each byte; LISTED: a path the phase lists. Prints one
+line per attack, "<attack> <code>": 0 means the outside service answered
+(the attack worked), anything else is the errno (or 128 + signal) that
+stopped it. Touches only the sockets named.
+"""
+import ctypes
+import os
+import select
+import signal
+import socket
+import sys
+
+libc = ctypes.CDLL(None, use_errno=True)
+NR_IO_URING_SETUP = 425
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+
+
+def answered(s):
+    """Whether the service at the other end of s answers a byte."""
+    try:
+        s.send(b"p")
+        if not select.select([s], [], [], 2)[0]:
+            return False
+        return s.recv(1) == b"p"
+    except OSError:
+        return False
+
+
+def io_uring():
+    """Attack 1 needs a ring: IORING_OP_CONNECT skips connect(2)'s exit."""
+    params = ctypes.create_string_buffer(120)
+    fd = libc.syscall(NR_IO_URING_SETUP, 1, params)
+    if fd < 0:
+        return ctypes.get_errno()
+    os.close(fd)
+    return 0
+
+
+def userns_mount():
+    """Attacks 2 and 4 need a user and mount namespace of the agent's own
+    (to mount over the host socket's directory, or over a listed path)."""
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        return ctypes.get_errno()
+    return 0
+
+
+def in_child(attack):
+    """Runs attack in a child (it may be killed); its code."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            code = attack()
+        except OSError as e:
+            code = e.errno
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def own_then_swap(name, host):
+    """Binds name (the sandbox's own), swaps it for a link to host."""
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(name)
+    own.listen(1)
+    os.unlink(name)
+    os.symlink(host, name)
+    return own
+
+
+def swap_plain(d, host):
+    name = os.path.join(d, "own-plain.sock")
+    own = own_then_swap(name, host)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect(name)
+    finally:
+        os.unlink(name)
+        own.close()
+    return 0 if answered(c) else 254
+
+
+def fork_swap(d, host):
+    """Attack 3: the socket is made before a fork; the child connects to
+    the swapped name; the parent holds the same socket."""
+    name = os.path.join(d, "own-fork.sock")
+    own = own_then_swap(name, host)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    child = in_child(lambda: c.connect(name) or 0)
+    os.unlink(name)
+    own.close()
+    if answered(c):
+        return 0
+    return child if child != 0 else 254
+
+
+def listed(path):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect(path)
+    except OSError as e:
+        return e.errno
+    return 0 if answered(c) else 254
+
+
+def main():
+    d, host, listed_path = sys.argv[1:4]
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    print("io_uring", io_uring())
+    print("userns_mount", in_child(userns_mount))
+    print("swap_plain", in_child(lambda: swap_plain(d, host)))
+    print("fork_swap", fork_swap(d, host))
+    print("listed", listed(listed_path))
+    sys.stdout.flush()
+
+
+main()
