@@ -393,29 +393,34 @@ TEST_F(DaemonTest, StartIsIdempotentForTheSameRequest) {
   EXPECT_EQ(Start(Request("idem-1"), &resp).error_code(), grpc::ALREADY_EXISTS);
 }
 
-// A second daemon on the same state fails before it touches anything of
-// the first's: the running daemon's socket stays and still serves (it once
-// unlinked the socket before taking the lock).
-TEST_F(DaemonTest, ASecondDaemonLeavesTheFirstOneServing) {
-  const DaemonDirs& d = daemon_->dirs();
-  struct stat before {};
-  ASSERT_EQ(stat(d.socket().c_str(), &before), 0);
-  const std::string log = d.root + "/second.log";
+// A second daemon on `socket`, with the state and records directories
+// given: its exit status and what it said.
+struct SecondDaemon {
+  int status = -1;
+  std::string err;
+};
+SecondDaemon StartSecondDaemon(const DaemonDirs& d, const std::string& state,
+                               const std::string& records,
+                               const std::string& log) {
   const std::string cmd = absl::StrCat(
       SandfenceBinary(), " daemon --socket ", d.socket(), " --records-dir ",
-      d.records(), " --state-dir ", d.state(), " --pin-dir ", d.pin_dir,
+      records, " --state-dir ", state, " --pin-dir ", d.pin_dir,
       " --cgroup-parent ", d.cgroups, " 2>", log);
   const int status = system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_NE(WEXITSTATUS(status), 0) << "the second daemon must refuse";
+  SecondDaemon out;
+  if (WIFEXITED(status)) out.status = WEXITSTATUS(status);
   std::ifstream in(log);
-  const std::string err((std::istreambuf_iterator<char>(in)),
-                        std::istreambuf_iterator<char>());
-  EXPECT_THAT(err, HasSubstr("another sandfence daemon"));
+  out.err.assign(std::istreambuf_iterator<char>(in),
+                 std::istreambuf_iterator<char>());
+  return out;
+}
+
+// The first daemon's socket is the one it bound, and a new connection
+// reaches it.
+void ExpectTheFirstStillServes(const DaemonDirs& d, ino_t socket_inode) {
   struct stat after {};
   ASSERT_EQ(stat(d.socket().c_str(), &after), 0) << "the socket was removed";
-  EXPECT_EQ(after.st_ino, before.st_ino) << "the socket was replaced";
-  // A new connection reaches the first daemon.
+  EXPECT_EQ(after.st_ino, socket_inode) << "the socket was replaced";
   auto channel = grpc::CreateChannel(absl::StrCat("unix:", d.socket()),
                                      grpc::InsecureChannelCredentials());
   auto stub = v1::Sandfence::NewStub(channel);
@@ -423,6 +428,39 @@ TEST_F(DaemonTest, ASecondDaemonLeavesTheFirstOneServing) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::HealthResponse h;
   EXPECT_TRUE(stub->Health(&ctx, {}, &h).ok());
+}
+
+// A second daemon on the same state fails before it touches anything of
+// the first's: the running daemon's socket stays and still serves (it once
+// unlinked the socket before taking the lock).
+TEST_F(DaemonTest, ASecondDaemonLeavesTheFirstOneServing) {
+  const DaemonDirs& d = daemon_->dirs();
+  struct stat before {};
+  ASSERT_EQ(stat(d.socket().c_str(), &before), 0);
+  const SecondDaemon second =
+      StartSecondDaemon(d, d.state(), d.records(), d.root + "/second.log");
+  EXPECT_EQ(second.status, 75) << "refused, retryable";
+  EXPECT_THAT(second.err, HasSubstr("another sandfence daemon"));
+  ExpectTheFirstStillServes(d, before.st_ino);
+}
+
+// The same with a state directory (and records) of its own (issue 36): the
+// socket's lock refuses it, naming the daemon that serves; the socket is
+// neither replaced nor removed when the second one exits.
+TEST_F(DaemonTest, ASecondDaemonOnAnotherStateDirLeavesTheSocketAlone) {
+  const DaemonDirs& d = daemon_->dirs();
+  struct stat before {};
+  ASSERT_EQ(stat(d.socket().c_str(), &before), 0);
+  const SecondDaemon second =
+      StartSecondDaemon(d, d.root + "/state-2", d.root + "/records-2",
+                        d.root + "/second-other.log");
+  EXPECT_EQ(second.status, 75) << "refused, retryable";
+  EXPECT_THAT(second.err,
+              HasSubstr(absl::StrCat("another sandfence daemon (pid ",
+                                     daemon_->pid(), ") serves ", d.socket())));
+  EXPECT_NE(access((d.root + "/state-2").c_str(), F_OK), 0)
+      << "the second daemon made its state before it was refused";
+  ExpectTheFirstStillServes(d, before.st_ino);
 }
 
 // A second rollout may use an open rollout's sandbox only as borrowed, with

@@ -6,6 +6,7 @@
 #include <grpcpp/server_posix.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include <memory>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
@@ -190,6 +192,39 @@ void RaiseFdLimit() {
   }
 }
 
+// One daemon per socket, whatever its state directory: `<socket>.lock`,
+// held (flock) for as long as the daemon serves and holding its pid. A
+// second daemon refuses before it touches the socket (it once unlinked and
+// rebound a live daemon's socket, and removed it on exit, leaving the
+// first running but unreachable).
+absl::StatusOr<UniqueFd> LockSocket(const std::string& socket_path) {
+  const std::string path = absl::StrCat(socket_path, ".lock");
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                     0600));
+  if (!fd) return ErrnoError(errno, absl::StrCat("open ", path));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) {
+      return ErrnoError(err, absl::StrCat("lock ", path));
+    }
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd.get(), buf, sizeof(buf) - 1, 0);
+    const std::string pid =
+        n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
+    return Unavailable(absl::StrCat(
+        "another sandfence daemon (pid ", absl::StripAsciiWhitespace(pid),
+        ") serves ", socket_path, " (", path,
+        " is locked); stop it, or give this one another --socket"));
+  }
+  const std::string pid = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(fd.get(), 0) != 0 ||
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) !=
+          static_cast<ssize_t>(pid.size())) {
+    return ErrnoError(errno, absl::StrCat("write ", path));
+  }
+  return fd;
+}
+
 }  // namespace
 
 absl::Status RunDaemon(const DaemonOptions& options) {
@@ -211,12 +246,9 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   // what the host allows; nothing here uses select().
   RaiseFdLimit();
 
-  // The manager takes the state directory's lock first: a second daemon
-  // stops here, before it touches the running one's socket.
-  absl::StatusOr<std::unique_ptr<RolloutManager>> manager =
-      RolloutManager::Create(options.manager);
-  if (!manager.ok()) return manager.status();
-
+  // The socket's lock first, then the state directory's (the manager): a
+  // second daemon stops before it touches the running one's socket or
+  // state, whichever it shares.
   const std::string& path = options.socket_path;
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) {
@@ -225,6 +257,18 @@ absl::Status RunDaemon(const DaemonOptions& options) {
       return ErrnoError(errno, absl::StrCat("create ", dir));
     }
   }
+  absl::StatusOr<UniqueFd> socket_lock = LockSocket(path);
+  if (!socket_lock.ok()) return socket_lock.status();
+
+  absl::StatusOr<std::unique_ptr<RolloutManager>> manager =
+      RolloutManager::Create(options.manager);
+  if (!manager.ok()) return manager.status();
+  // A root agent holding the lock would keep every later daemon out.
+  if (absl::Status s = (*manager)->Protect(absl::StrCat(path, ".lock"));
+      !s.ok()) {
+    return s;
+  }
+
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError(errno, absl::StrCat("remove stale socket ", path));
   }
