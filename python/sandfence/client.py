@@ -250,6 +250,16 @@ class EventStream(Iterator[daemon_pb2.RolloutEvent]):
         self.cancel()
 
 
+def _add_note(exc: BaseException, note: str) -> None:
+    """BaseException.add_note from 3.11; before, the same __notes__ list
+    (which traceback prints from 3.11 on, and callers can read)."""
+    add = getattr(exc, "add_note", None)
+    if add is not None:
+        add(note)
+    else:
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+
+
 class Rollout:
     """One open rollout: its sandbox (`cgroup_path`), phase and record.
 
@@ -323,4 +333,4 @@ class Rollout:
         except SandfenceError as e:
             if exc is None:
                 raise
-            exc.add_note(f"sandfence: ending rollout {self.id} failed too: {e}")
+            _add_note(exc, f"sandfence: ending rollout {self.id} failed too: {e}")

@@ -88,7 +88,10 @@ class SandfenceError(Exception):
         self.code = code
 
 
-class _Refusal(SandfenceError):
+class _Refusal(SandfenceError, ValueError):
+    """A request the daemon refuses as it is: a ValueError (as NeMo Gym's
+    AgentSeedRejectedError is), never retryable."""
+
     def __init__(self, message: str, code: Optional[grpc.StatusCode] = None, *,
                  phase: Optional[str] = None, field: Optional[str] = None,
                  value: Optional[str] = None, reason: Optional[str] = None):

@@ -104,3 +104,35 @@ def test_an_unknown_request_field_is_malformed_before_any_call(client, sf):
     with pytest.raises(sf.Malformed) as e:
         client.start_rollout(rollout_id("field"), network_access="inherit", no_such_field=1)
     assert e.value.field == "no_such_field" and e.value.code is None
+
+
+def test_refusals_are_value_errors_and_nothing_else_is(sf):
+    # Gym's seed refuses with AgentSeedRejectedError, a ValueError: code
+    # written for it catches sandfence's refusals unchanged.
+    for cls in (sf.Rejected, sf.Malformed):
+        assert issubclass(cls, ValueError) and issubclass(cls, sf.SandfenceError)
+        assert not cls("x").retryable
+    for cls in (sf.Unavailable, sf.NotFound, sf.InternalError):
+        assert not issubclass(cls, ValueError)
+    try:
+        raise sf.Rejected('phase "agent": tool "t" (http://127.0.0.5:9) is required')
+    except ValueError as e:
+        assert e.field == "tool"
+
+
+def test_a_failed_end_is_noted_on_the_error_that_ended_the_block(sf):
+    from sandfence.client import Rollout
+    from sandfence.v1 import daemon_pb2
+
+    class EndFails:
+        _stub = type("Stub", (), {"EndRollout": None})()
+
+        def _call(self, *_):
+            raise sf.Unavailable("no daemon answers", transport=True)
+
+    r = Rollout(EndFails(), daemon_pb2.StartRolloutResponse(rollout_id="r-1"), None)
+    with pytest.raises(KeyError) as e:
+        with r:
+            raise KeyError("the agent's own error")
+    assert e.value.__notes__ == [
+        "sandfence: ending rollout r-1 failed too: no daemon answers"]
