@@ -13,10 +13,11 @@ See python/README.md.
 from sandfence.client import DEFAULT_SOCKET, Client, EventStream, Rollout
 from sandfence.errors import (AlreadyExists, InternalError, Malformed, NotFound,
                               PermissionDenied, Rejected, SandfenceError, Unavailable)
-from sandfence.network import Tool, restrict_network
+from sandfence.network import Tool, restrict_network, restrict_sandbox_network
 
 __all__ = [
     "Client", "Rollout", "EventStream", "DEFAULT_SOCKET", "Tool", "restrict_network",
+    "restrict_sandbox_network",
     "SandfenceError", "Rejected", "Malformed", "Unavailable", "NotFound",
     "AlreadyExists", "PermissionDenied", "InternalError",
 ]

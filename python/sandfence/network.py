@@ -332,3 +332,22 @@ def restrict_network(network_access: Any,
             phase=INLINE_PHASE, field="netns_path", value="",
             reason="own_netns without netns_path in a DNS-filtered phase")
     return kwargs
+
+
+def restrict_sandbox_network(network_access: Any,
+                             model_base_url: Optional[str],
+                             tool_urls: Iterable[str] = (),
+                             required_tool_urls: Iterable[str] = (),
+                             **options: Any) -> Dict[str, Any]:
+    """NeMo Gym's helper, by its call: `restrict_network` with optional
+    grants from `tool_urls` and required ones from `required_tool_urls`.
+
+    A required grant the mode cannot honour is refused here (`Rejected`, a
+    `ValueError`, never retried), before any sandbox exists; an optional one
+    is dropped by the daemon, and the record says so. One difference from Gym's seed: each URL opens its own port
+    only, not every port of its host. `options` are `restrict_network`'s
+    (`borrowed`, `own_netns`, `netns_path`).
+    """
+    grants = [Tool(u, required=False) for u in tool_urls]
+    grants += [Tool(u, required=True) for u in required_tool_urls]
+    return restrict_network(network_access, model_base_url, grants, **options)
