@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "compile/compiler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/compile/fake_resolver.h"
 
 namespace sandfence {
 namespace {
@@ -123,7 +126,12 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"allow unbracketed IPv6",
                   {"p", "--allow", "fd00::1:443"},
                   "written in brackets"},
-        UsageCase{"allow wildcard", {"p", "--allow", "*.x:443"}, "wildcard"},
+        UsageCase{"allow wildcard not leading",
+                  {"p", "--allow", "a.*.x:443"},
+                  "wildcard"},
+        UsageCase{"allow wildcard alone",
+                  {"p", "--allow", "*:443"},
+                  "matches every name"},
         UsageCase{"allow bad protocol",
                   {"p", "--allow", "h:53/sctp"},
                   "--allow \"h:53/sctp\""},
@@ -153,6 +161,7 @@ TEST(ParseAllowFlag, Syntaxes) {
            {"[fd00::/8]:443/udp", "fd00::/8", 443, 443, v1::UDP},
            {"10.0.0.0/8:443", "10.0.0.0/8", 443, 443, v1::TCP},
            {"10.0.0.0/8:1-1024/any", "10.0.0.0/8", 1, 1024, v1::ANY},
+           {"*.tool.test:9004", "*.tool.test", 9004, 9004, v1::TCP},
        }) {
     absl::StatusOr<v1::AllowRule> r = ParseAllowFlag(c.text);
     ASSERT_TRUE(r.ok()) << c.text << ": " << r.status();
@@ -213,6 +222,72 @@ TEST(FlagParser, HelpStopsParsingAndListsEveryFlag) {
         "--tool [NAME=]URL", "--required-tool [NAME=]URL", "--allow HOST:PORT",
         "--own-netns", "--borrowed", "--resolver IP[:PORT]"}) {
     EXPECT_THAT(help, HasSubstr(flag));
+  }
+}
+
+// Every --allow host the policy language takes, the flag takes, and the
+// other way round (issue 38): each value compiled once through the flag and
+// once as the same field of a policy, with the same model, the same mode
+// and dns FILTERED (the default).
+TEST(PolicyFlagsAgreeWithThePolicyLanguage, AllowHosts) {
+  struct Row {
+    const char* host;  // as written in the flag, before ":443"
+    bool accepted;
+  };
+  for (const Row& row : std::vector<Row>{
+           {"*.tool.test", true},
+           {"10.0.0.0/8", true},
+           {"192.0.2.7", true},
+           {"[fd00::1]", true},
+           {"[fd00::/8]", true},
+           {"a.*.test", false},
+           {"*", false},
+           {"*.", false},
+           {"*.*.test", false},
+           {"h..", false},
+       }) {
+    const std::vector<std::string> base = {
+        "--network-access", "model_only", "--model", "http://127.0.0.2:8000/v1"};
+    FakeResolver resolver;
+    PolicyCompiler compiler(&resolver, std::vector<HostPort>{});
+
+    // Through --allow.
+    absl::Status by_flag;
+    {
+      PolicyFlags flags;
+      FlagParser parser;
+      RegisterPolicyFlags(&parser, &flags);
+      std::vector<std::string> args = base;
+      args.insert(args.end(), {"--allow", absl::StrCat(row.host, ":443")});
+      absl::StatusOr<FlagParser::Result> r = parser.Parse(args);
+      by_flag = r.status();
+      if (by_flag.ok()) by_flag = FinishPolicyFlags(r->positionals, &flags);
+      if (by_flag.ok()) {
+        absl::StatusOr<v1::PolicySet> p = LoadPolicyFromFlags(flags);
+        ASSERT_TRUE(p.ok()) << p.status();
+        by_flag = compiler.Compile(*p, flags.endpoints, {}).status();
+      }
+    }
+    // As the policy's own allow field.
+    absl::Status by_policy;
+    {
+      PolicyFlags flags;
+      FlagParser parser;
+      RegisterPolicyFlags(&parser, &flags);
+      absl::StatusOr<FlagParser::Result> r = parser.Parse(base);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_TRUE(FinishPolicyFlags(r->positionals, &flags).ok());
+      absl::StatusOr<v1::PolicySet> p = LoadPolicyFromFlags(flags);
+      ASSERT_TRUE(p.ok()) << p.status();
+      std::string host = row.host;
+      if (host.front() == '[') host = host.substr(1, host.size() - 2);
+      v1::AllowRule* rule = p->mutable_phase(0)->add_allow();
+      rule->set_host(host);
+      rule->set_port(443);
+      by_policy = compiler.Compile(*p, flags.endpoints, {}).status();
+    }
+    EXPECT_EQ(by_flag.ok(), row.accepted) << row.host << ": " << by_flag;
+    EXPECT_EQ(by_policy.ok(), row.accepted) << row.host << ": " << by_policy;
   }
 }
 

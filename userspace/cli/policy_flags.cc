@@ -201,9 +201,9 @@ absl::StatusOr<v1::AllowRule> ParseAllowFlag(absl::string_view text) {
     }
   }
   if (host.empty()) return Usage("the host is empty");
-  if (absl::StatusOr<Host> h =
-          NormalizeHost(host_as_written, HostForm::kAddressNameOrPrefix);
-      !h.ok()) {
+  // As a policy file takes it: a name pattern (the compiler asks for dns
+  // FILTERED, the default) or one host or prefix.
+  if (absl::StatusOr<AllowHost> h = ParseAllowHost(host_as_written); !h.ok()) {
     return h.status();
   }
   rule.set_host(std::string(host));

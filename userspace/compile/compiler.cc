@@ -211,9 +211,9 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   std::vector<std::optional<NamePattern>> allow_patterns;
   for (const v1::AllowRule& rule : phase.allow()) {
     const std::string where = absl::StrCat(label, ": allow ", Quote(rule.host()));
-    if (absl::StartsWith(rule.host(), "*")) {
-      absl::StatusOr<NamePattern> pattern = NormalizeNamePattern(rule.host());
-      if (!pattern.ok()) return WithContext(pattern.status(), where);
+    absl::StatusOr<AllowHost> parsed = ParseAllowHost(rule.host());
+    if (!parsed.ok()) return WithContext(parsed.status(), where);
+    if (parsed->pattern) {
       if (!filtered) {
         return Malformed(absl::StrCat(
             where,
@@ -222,13 +222,10 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
             "opens nothing)"));
       }
       allow_hosts.push_back(Host{});
-      allow_patterns.push_back(*std::move(pattern));
+      allow_patterns.push_back(*std::move(parsed->pattern));
       continue;
     }
-    absl::StatusOr<Host> host =
-        NormalizeHost(rule.host(), HostForm::kAddressNameOrPrefix);
-    if (!host.ok()) return WithContext(host.status(), where);
-    allow_hosts.push_back(*std::move(host));
+    allow_hosts.push_back(std::move(parsed->host));
     allow_patterns.push_back(std::nullopt);
   }
 

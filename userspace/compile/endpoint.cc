@@ -70,6 +70,20 @@ std::string Quote(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
 
 }  // namespace
 
+absl::StatusOr<AllowHost> ParseAllowHost(absl::string_view text) {
+  AllowHost out;
+  if (absl::StartsWith(text, "*")) {
+    absl::StatusOr<NamePattern> pattern = NormalizeNamePattern(text);
+    if (!pattern.ok()) return pattern.status();
+    out.pattern = *std::move(pattern);
+    return out;
+  }
+  absl::StatusOr<Host> host = NormalizeHost(text, HostForm::kAddressNameOrPrefix);
+  if (!host.ok()) return host.status();
+  out.host = *std::move(host);
+  return out;
+}
+
 std::string Host::ToString() const {
   return is_name() ? name : prefix.ToString();
 }

@@ -69,6 +69,16 @@ struct NamePattern {
 };
 absl::StatusOr<NamePattern> NormalizeNamePattern(absl::string_view text);
 
+// An allow rule's host as the policy language takes it, wherever it is
+// written (a policy file, --allow): a leading '*' makes a name pattern (the
+// compiler then asks for dns FILTERED), anything else is one host or
+// prefix (NormalizeHost, kAddressNameOrPrefix).
+struct AllowHost {
+  Host host;                           // when not a pattern
+  std::optional<NamePattern> pattern;  // a wildcard
+};
+absl::StatusOr<AllowHost> ParseAllowHost(absl::string_view text);
+
 struct Endpoint {
   std::string scheme;  // "http" or "https"
   Host host;           // never a CIDR
