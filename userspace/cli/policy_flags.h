@@ -31,6 +31,8 @@ namespace sandfence {
 
 // EX_NOINPUT: the policy file cannot be opened or read.
 inline constexpr int kExitNoInput = 66;
+// EX_CANTCREAT: an output file (--events-out) cannot be created.
+inline constexpr int kExitCantCreate = 73;
 
 class FlagParser {
  public:

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/event_flags.h"
 #include "cli/policy_flags.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
@@ -32,6 +33,7 @@ constexpr char kUsage[] =
     "           [--allow HOST:PORT[/tcp|/udp]]... [--netns host|private]\n"
     "           [--user UID[:GID]] [--resolver IP[:PORT]] [--record PATH]\n"
     "           [--guard auto|lsm|landlock|signal|off] [--allow-audit]\n"
+    "           [--events-out PATH|-] [--events-format jsonl|ocsf]\n"
     "           -- CMD [ARG]...\n"
     "\n"
     "Runs CMD in a fresh sandbox (a cgroup) under one phase of the policy:\n"
@@ -55,7 +57,12 @@ struct RunFlags {
   std::string record_path;
   std::optional<GuardMode> guard;
   bool allow_audit = false;
+  EventFlags events;
+  std::shared_ptr<events::EventStream> stream;  // opened from `events`
 };
+
+// run's rollout id, in the record and in event lines.
+std::string RunRolloutId() { return absl::StrCat("run-", ::getpid()); }
 
 absl::Status ParseUser(absl::string_view text, RunFlags* flags) {
   std::vector<std::string> parts = absl::StrSplit(text, ':');
@@ -96,6 +103,7 @@ struct Selected {
   CompiledPhase phase;
 };
 absl::StatusOr<Selected> CompileSelectedPhase(const PolicyFlags& flags,
+                                              events::EventStream* stream,
                                               int* exit_code) {
   absl::StatusOr<v1::PolicySet> policy = LoadPolicyFromFlags(flags);
   if (!policy.ok()) {
@@ -103,6 +111,7 @@ absl::StatusOr<Selected> CompileSelectedPhase(const PolicyFlags& flags,
                      ? kExitDataErr
                      : kExitNoInput;
     PrintRefusal(policy.status(), *exit_code);
+    EmitRefusal(stream, RunRolloutId(), flags.phase, policy.status());
     return policy.status();
   }
   std::string phase = flags.phase;
@@ -123,6 +132,7 @@ absl::StatusOr<Selected> CompileSelectedPhase(const PolicyFlags& flags,
                   "--phase \"%s\": the policy has no such phase (it has: %s)",
                   phase, has));
     absl::FPrintF(stderr, "sandfence run: usage: %s\n", s.message());
+    EmitRefusal(stream, RunRolloutId(), phase, s);
     return s;
   }
   ResolverSetup setup = MakeResolverFromFlags(flags);
@@ -133,6 +143,7 @@ absl::StatusOr<Selected> CompileSelectedPhase(const PolicyFlags& flags,
   if (!compiled.ok()) {
     *exit_code = ExitCodeFor(compiled.status());
     PrintRefusal(compiled.status(), *exit_code);
+    EmitRefusal(stream, RunRolloutId(), phase, compiled.status());
     return compiled.status();
   }
   const CompiledPhase* selected = compiled->FindPhase(phase);
@@ -156,6 +167,8 @@ int Execute(const Selected& selected, const RunFlags& flags,
   request.gid = flags.gid;
   request.private_netns = flags.private_netns;
   request.allow_audit = flags.allow_audit;
+  request.rollout_id = RunRolloutId();
+  request.events = flags.stream;
   if (flags.allow_audit) {
     std::fputs(FormatRunBanner(phase).c_str(), stderr);
   }
@@ -163,6 +176,8 @@ int Execute(const Selected& selected, const RunFlags& flags,
   if (!summary.ok()) {
     int code = ExitCodeFor(summary.status());
     PrintRefusal(summary.status(), code);
+    EmitRefusal(flags.stream.get(), request.rollout_id, phase.name,
+                summary.status());
     return code;
   }
   std::fputs(FormatRunSummary(*summary, phase).c_str(), stderr);
@@ -213,6 +228,7 @@ int RunCommand(int argc, char** argv) {
                         flags.record_path = std::string(v);
                         return absl::OkStatus();
                       });
+  RegisterEventFlags(&parser, &flags.events);
 
   std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<FlagParser::Result> parsed = parser.Parse(args);
@@ -240,8 +256,18 @@ int RunCommand(int argc, char** argv) {
     return kExitNoPerm;
   }
 
+  // Opened first: a refusal is a line of the stream too.
+  absl::StatusOr<std::shared_ptr<events::EventStream>> stream =
+      OpenEventStream(flags.events);
+  if (!stream.ok()) {
+    absl::FPrintF(stderr, "sandfence run: --events-out: %s\n",
+                  stream.status().message());
+    return kExitCantCreate;
+  }
+  flags.stream = *std::move(stream);
   int code = kExitOk;
-  absl::StatusOr<Selected> selected = CompileSelectedPhase(flags.policy, &code);
+  absl::StatusOr<Selected> selected =
+      CompileSelectedPhase(flags.policy, flags.stream.get(), &code);
   if (!selected.ok()) return code;
   return Execute(*selected, flags, parsed->after_dashes);
 }
@@ -320,7 +346,8 @@ int DemoCommand(int argc, char** argv) {
     flags.policy.endpoints.unix_mode = v1::Unix::UNCHECKED;
   }
   int code = kExitOk;
-  absl::StatusOr<Selected> selected = CompileSelectedPhase(flags.policy, &code);
+  absl::StatusOr<Selected> selected =
+      CompileSelectedPhase(flags.policy, nullptr, &code);
   if (!selected.ok()) return code;
   return Execute(*selected, flags, {"bash", "-c", script});
 }

@@ -8,7 +8,8 @@
 
 namespace sandfence {
 
-// `text` quoted and escaped: ", \, control characters and DEL.
+// `text` quoted and escaped: ", \, control characters and DEL. Always
+// valid JSON: a byte that is not part of well-formed UTF-8 becomes \u00XX.
 std::string JsonQuote(absl::string_view text);
 
 }  // namespace sandfence

@@ -221,6 +221,7 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     spec.spawns = true;
     spec.record_path = request.record_path;
     spec.record_options.overwrite = true;
+    spec.events = request.events;
     return spec;
   };
   absl::StatusOr<std::unique_ptr<Sandbox>> sandbox =

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -26,6 +27,7 @@
 #include "confine/confine.h"
 #include "egress/egress_controller.h"
 #include "egress/net_event.h"
+#include "events/event_stream.h"
 #include "guard/guard_types.h"
 #include "host/host_state.h"
 #include "records/recorder.h"
@@ -47,6 +49,8 @@ struct RunRequest {
   std::string record_path;
   const CompiledPolicy* policy = nullptr;
   std::string rollout_id;  // default: "run-<pid>"
+  // Where every decision also goes as a line (`--events-out`); null: none.
+  std::shared_ptr<events::EventStream> events;
   // The process guard; unset: what the phase's guard block says (auto).
   std::optional<GuardMode> guard_mode;
   // The host's shared, pinned state (kDefaultPinRoot); "" = private: the

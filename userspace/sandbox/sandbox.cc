@@ -164,10 +164,12 @@ absl::StatusOr<std::optional<std::vector<HostPort>>> DnsUpstreams(
 
 absl::Status Sandbox::ServeDns(int netns_fd) {
   std::shared_ptr<RolloutRecorder> recorder = recorder_;
+  std::shared_ptr<SandboxEvents> events = events_;
   absl::Status s = host_->StartDns(
       cgroup_.id, *dns_upstreams_,
-      [recorder](const DnsQueryInfo& q) {
+      [recorder, events](const DnsQueryInfo& q) {
         if (recorder) recorder->AddDnsQuery(q);
+        events->Dns(q);
       },
       netns_fd);
   if (!s.ok()) {
@@ -303,6 +305,8 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
     sb->guard_text_ = spec.borrowed_guard_text;
   }
   sb->mono_to_unix_ns_ = MonotonicToUnixOffsetNs();
+  sb->events_ = std::make_shared<SandboxEvents>(
+      sb->borrowed_ ? nullptr : spec.events, sb->rollout_id_);
 
   // The cgroup.
   absl::StatusOr<CgroupRef> cgroup = spec.create_cgroup
@@ -379,6 +383,7 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
     }
   }
   undo.armed = false;
+  sb->events_->PhaseApplied("", phase.name, sb->generation_);
   return sb;
 }
 
@@ -390,6 +395,8 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Adopt(HostEnforcement* host,
   sb->created_ = spec.created;
   sb->guard_mode_ = spec.borrowed ? GuardMode::kOff : spec.guard_mode;
   sb->mono_to_unix_ns_ = MonotonicToUnixOffsetNs();
+  sb->events_ = std::make_shared<SandboxEvents>(
+      spec.borrowed ? nullptr : spec.events, sb->rollout_id_);
   if (sb->policy_.phases.empty()) return Malformed("the policy has no phase");
 
   // The cgroup, if it is still there (a rollout whose sandbox is gone is
@@ -507,6 +514,7 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Adopt(HostEnforcement* host,
     if (attached) sb->recorder_->BindGeneration(generation);
     sb->recorder_->SetGuardEnforcement(sb->guard_text_);
   }
+  sb->events_->PhaseApplied("", sb->policy_.phases[index].name, generation);
   absl::MutexLock lock(&sb->mu_);
   sb->phase_index_ = index;
   sb->generation_ = generation;
@@ -608,6 +616,7 @@ absl::StatusOr<PhaseChange> Sandbox::SwitchPhase(absl::string_view name) {
   phase_index_ = index;
   out.generation = generation_;
   out.changed = true;
+  events_->PhaseApplied(out.previous, out.phase, generation_);
   // New connections were judged by the new phase from the flip on; now the
   // ones it forbids that are already open.
   if (attached_) {
@@ -721,6 +730,19 @@ absl::StatusOr<SandboxEnd> Sandbox::End() {
     if (!outcome.ok()) return outcome.status();
     out.record = *std::move(outcome);
   }
+  // Every loss a collector should know of, by name (the record holds the
+  // balance); an empty list when nothing was lost.
+  std::vector<std::pair<std::string, uint64_t>> losses;
+  const auto lost = [&](const char* name, uint64_t n) {
+    if (n > 0) losses.emplace_back(name, n);
+  };
+  lost("kernel_events_lost", out.counters.events_lost);
+  lost("guard_events_lost", out.guard_events_lost);
+  lost("decode_errors", out.hub.net_decode_errors);
+  lost("guard_decode_errors", out.hub.guard_decode_errors);
+  if (out.record) lost("reader_dropped", out.record->loss.reader_dropped());
+  if (!out.counters_read) lost("kernel_counters_unread", 1);
+  events_->Ended(policy_.phases[phase_index_].name, std::move(losses));
   return out;
 }
 
@@ -757,6 +779,7 @@ void Sandbox::RemoveListener(uint64_t id) {
 
 void Sandbox::OnNetEvent(const NetEvent& event) {
   if (recorder_) recorder_->Add(event);
+  events_->Network(event);
   absl::MutexLock lock(&listeners_mu_);
   for (const auto& [id, l] : listeners_) {
     if (l.on_net) l.on_net(event);
@@ -766,6 +789,11 @@ void Sandbox::OnNetEvent(const NetEvent& event) {
 void Sandbox::OnGuardEvent(const sf_guard_event& event) {
   if (recorder_) {
     recorder_->AddGuardEntry(GuardEntryFromEvent(event, mono_to_unix_ns_));
+  }
+  if (events_->enabled()) {
+    const std::optional<GuardMode> bpf = BpfGuardMode(guard_);
+    events_->Guard(event, mono_to_unix_ns_,
+                   std::string(GuardModeName(bpf.value_or(guard_mode_))));
   }
   absl::MutexLock lock(&listeners_mu_);
   for (const auto& [id, l] : listeners_) {

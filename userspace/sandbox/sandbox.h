@@ -35,11 +35,13 @@
 #include "compile/compiled_policy.h"
 #include "confine/confine.h"
 #include "egress/net_event.h"
+#include "events/event_stream.h"
 #include "guard/guard_abi.h"
 #include "guard/guard_types.h"
 #include "common/unique_fd.h"
 #include "records/recorder.h"
 #include "sandbox/host_enforcement.h"
+#include "sandbox/sandbox_events.h"
 
 namespace sandfence {
 
@@ -71,6 +73,9 @@ struct SandboxSpec {
   // The record's journal; "" = no record.
   std::string record_path;
   RecorderOptions record_options;
+  // The event stream its decisions also go to (shared by every sandbox of
+  // a process); null: none.
+  std::shared_ptr<events::EventStream> events;
 };
 
 // A sandbox a dead process left, as its successor knows it.
@@ -88,6 +93,7 @@ struct SandboxAdoptSpec {
   // A new journal for the rest of the record; "" = no record.
   std::string record_path;
   RecorderOptions record_options;
+  std::shared_ptr<events::EventStream> events;
 };
 
 struct PhaseChange {
@@ -197,6 +203,9 @@ class Sandbox : private EventRoute {
   std::string guard_text_;
   std::vector<std::string> adoption_warnings_;
   std::shared_ptr<RolloutRecorder> recorder_;
+  // Never null (a no-op without a stream): the DNS filter's callback holds
+  // it, as it holds the recorder.
+  std::shared_ptr<SandboxEvents> events_;
   int64_t mono_to_unix_ns_ = 0;
 
   mutable absl::Mutex mu_;

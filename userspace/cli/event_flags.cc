@@ -1,0 +1,77 @@
+#include "cli/event_flags.h"
+
+#include <time.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace sandfence {
+
+void RegisterEventFlags(FlagParser* parser, EventFlags* flags) {
+  parser->AddValueFlag(
+      "events-out", "PATH|-",
+      "write every decision as a line of JSON (docs/events.md) to PATH "
+      "(appended, rotated by size) or to standard output",
+      [flags](absl::string_view v) {
+        if (v.empty()) return Malformed("empty path");
+        flags->stream.path = std::string(v);
+        return absl::OkStatus();
+      });
+  parser->AddValueFlag(
+      "events-format", "jsonl|ocsf",
+      "the lines' schema: sandfence's own (jsonl, the default) or OCSF 1.3 "
+      "(Network Activity, DNS Activity, Process Activity)",
+      [flags](absl::string_view v) -> absl::Status {
+        absl::StatusOr<events::Format> f = events::ParseFormat(v);
+        if (!f.ok()) return Malformed("expected jsonl or ocsf");
+        flags->stream.format = *f;
+        return absl::OkStatus();
+      });
+  parser->AddValueFlag(
+      "events-max-bytes", "BYTES",
+      "rotate the events file before it passes BYTES (PATH -> PATH.1 ...; "
+      "default 67108864; 0: never)",
+      [flags](absl::string_view v) {
+        if (!absl::SimpleAtoi(v, &flags->stream.max_bytes)) {
+          return Malformed("expected a number of bytes");
+        }
+        return absl::OkStatus();
+      });
+  parser->AddValueFlag(
+      "events-keep", "N", "rotated events files kept (default 4)",
+      [flags](absl::string_view v) {
+        if (!absl::SimpleAtoi(v, &flags->stream.keep) ||
+            flags->stream.keep < 0 || flags->stream.keep > 1000) {
+          return Malformed("expected a number from 0 to 1000");
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<std::shared_ptr<events::EventStream>> OpenEventStream(
+    const EventFlags& flags) {
+  if (flags.stream.path.empty()) return nullptr;
+  return events::EventStream::Open(flags.stream);
+}
+
+void EmitRefusal(events::EventStream* stream, const std::string& rollout,
+                 const std::string& phase, const absl::Status& status) {
+  if (stream == nullptr || status.ok()) return;
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  events::Event e;
+  e.unix_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  e.rollout = rollout;
+  e.phase = phase;
+  e.kind = events::Kind::kRefusal;
+  e.verdict = "refused";
+  const Refusal refusal = RefusalOf(status);
+  e.cause = std::string(RefusalName(refusal));
+  e.retryable = refusal == Refusal::kUnavailable;
+  e.reason = std::string(status.message());
+  stream->Emit(e);
+  stream->Flush();
+}
+
+}  // namespace sandfence
