@@ -297,6 +297,30 @@ TEST_F(JournalTest, WhatIsNotARecordIsRefused) {
   }
 }
 
+// `records show` reads what every part of sandfence writes: a journal, and
+// the daemon's final <id>.record.pb (one merged RolloutRecord message).
+TEST_F(JournalTest, TheDaemonsMergedRecordFileReadsBackToo) {
+  const std::string journal = Path("gym.sfrec");
+  ASSERT_TRUE(RecordGymRollout(journal, {}).ok());
+  auto from_journal = ReadRecordFile(journal);
+  ASSERT_TRUE(from_journal.ok()) << from_journal.status();
+  const std::string merged = Path("rollout-7f3c.record.pb");
+  std::ofstream(merged) << from_journal->SerializeAsString();
+  auto r = ReadRecordFile(merged);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      *r, *from_journal));
+
+  // What is neither still is refused, by name.
+  const std::string text = Path("text.record.pb");
+  std::ofstream(text) << "policy { name: \"x\" }\n";
+  auto bad = ReadRecordFile(text);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), text))
+      << bad.status();
+}
+
 TEST_F(JournalTest, ACorruptEntryEndsTheReadingThere) {
   const std::string path = Path("gym.sfrec");
   ASSERT_TRUE(RecordGymRollout(path, {}).ok());

@@ -155,9 +155,9 @@ TEST_F(RunAuditTest, AForbiddenConnectGoesThroughAndEverythingSaysWouldDeny) {
   ASSERT_EQ(json.status, 0) << json.err;
   EXPECT_TRUE(absl::StrContains(json.out, "\"VERDICT_AUDIT_DENY\""))
       << json.out;
-  EXPECT_TRUE(absl::StrContains(json.out, "\"auditOnlyPhase\": [\n  \"agent\""))
+  EXPECT_TRUE(absl::StrContains(json.out, "\"audit_only_phase\": [\n  \"agent\""))
       << json.out;
-  EXPECT_TRUE(absl::StrContains(json.out, "\"auditOnly\": true")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"audit_only\": true")) << json.out;
 }
 
 // The same policy without enforce: AUDIT denies the connect: the audit

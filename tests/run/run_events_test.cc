@@ -150,6 +150,28 @@ TEST_F(RunEventsTest, StandardOutputAndOcsf) {
   EXPECT_TRUE(refused) << r.out;
 }
 
+// `run --json`: the summary is one line of JSON, the last on stderr.
+TEST_F(RunEventsTest, TheSummaryAsJson) {
+  Result r = Sandfence({"run", "--network-access", "model_only", "--model",
+                        ModelUrl(), "--json", "--", "bash", "-c",
+                        absl::StrCat("{ ", AllowedAndDenied(), "; } 2>/dev/null")});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::vector<std::string> err =
+      absl::StrSplit(r.err, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(err.empty());
+  const std::vector<Struct> parsed = ParseLines(err.back());
+  ASSERT_EQ(parsed.size(), 1u) << r.err;
+  const Struct& s = parsed[0];
+  EXPECT_EQ(Str(s, "network_access"), "model_only");
+  EXPECT_EQ(s.fields().at("exit_status").number_value(), 0);
+  EXPECT_EQ(Sub(s, "counters").fields().at("denied").number_value(), 1);
+  const auto& denied = s.fields().at("denied").list_value();
+  ASSERT_EQ(denied.values_size(), 1) << r.err;
+  EXPECT_EQ(Str(denied.values(0).struct_value(), "destination"),
+            absl::StrCat("127.0.0.4:", other_.port));
+  EXPECT_FALSE(Str(Sub(s, "guard"), "enforcer").empty());
+}
+
 // A policy that cannot be enforced is refused before anything starts, and
 // the stream says so: a refusal line, typed and not retryable.
 TEST_F(RunEventsTest, ARefusalIsALine) {

@@ -133,7 +133,7 @@ TEST_F(RunSocketFamilyTest, ARestrictedPhaseRefusesEveryFamilyNoHookJudges) {
   // decisions are counted apart from the kernel's.
   EXPECT_TRUE(SummaryDenies("vsock")) << last_.err;
   EXPECT_FALSE(absl::StrContains(last_.err, "balance is off")) << last_.err;
-  EXPECT_TRUE(absl::StrContains(json, "\"supervisorDecided\": \"82\""))
+  EXPECT_TRUE(absl::StrContains(json, "\"supervisor_decided\": \"82\""))
       << "41 unjudged families x 2 types:\n" << json;
 }
 

@@ -33,7 +33,7 @@ constexpr char kUsage[] =
     "           [--allow HOST:PORT[/tcp|/udp]]... [--netns host|private]\n"
     "           [--user UID[:GID]] [--resolver IP[:PORT]] [--record PATH]\n"
     "           [--guard auto|lsm|landlock|signal|off] [--allow-audit]\n"
-    "           [--events-out PATH|-] [--events-format jsonl|ocsf]\n"
+    "           [--events-out PATH|-] [--events-format jsonl|ocsf] [--json]\n"
     "           -- CMD [ARG]...\n"
     "\n"
     "Runs CMD in a fresh sandbox (a cgroup) under one phase of the policy:\n"
@@ -59,6 +59,7 @@ struct RunFlags {
   bool allow_audit = false;
   EventFlags events;
   std::shared_ptr<events::EventStream> stream;  // opened from `events`
+  bool json = false;
 };
 
 // run's rollout id, in the record and in event lines.
@@ -180,7 +181,9 @@ int Execute(const Selected& selected, const RunFlags& flags,
                 summary.status());
     return code;
   }
-  std::fputs(FormatRunSummary(*summary, phase).c_str(), stderr);
+  std::fputs(flags.json ? FormatRunSummaryJson(*summary, phase).c_str()
+                        : FormatRunSummary(*summary, phase).c_str(),
+             stderr);
   return summary->exit_status;
 }
 
@@ -229,6 +232,10 @@ int RunCommand(int argc, char** argv) {
                         return absl::OkStatus();
                       });
   RegisterEventFlags(&parser, &flags.events);
+  parser.AddBoolFlag("json",
+                     "print the summary as one line of JSON on stderr "
+                     "(instead of the text lines)",
+                     &flags.json);
 
   std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<FlagParser::Result> parsed = parser.Parse(args);

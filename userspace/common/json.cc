@@ -3,7 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace sandfence {
 namespace {
@@ -75,6 +77,43 @@ std::string JsonQuote(absl::string_view text) {
   }
   out += '"';
   return out;
+}
+
+JsonObject& JsonObject::Raw(absl::string_view key, absl::string_view json) {
+  if (json.empty() || json == "{}") return *this;
+  out_ += first_ ? "" : ",";
+  first_ = false;
+  absl::StrAppend(&out_, JsonQuote(key), ":", json);
+  return *this;
+}
+
+JsonObject& JsonObject::Str(absl::string_view key, absl::string_view value) {
+  return value.empty() ? *this : Raw(key, JsonQuote(value));
+}
+
+JsonObject& JsonObject::Always(absl::string_view key,
+                               absl::string_view value) {
+  return Raw(key, JsonQuote(value));
+}
+
+JsonObject& JsonObject::Num(absl::string_view key, uint64_t value) {
+  return Raw(key, absl::StrCat(value));
+}
+
+JsonObject& JsonObject::Int(absl::string_view key, int64_t value) {
+  return Raw(key, absl::StrCat(value));
+}
+
+JsonObject& JsonObject::NonZero(absl::string_view key, uint64_t value) {
+  return value != 0 ? Num(key, value) : *this;
+}
+
+JsonObject& JsonObject::Bool(absl::string_view key, bool value) {
+  return Raw(key, value ? "true" : "false");
+}
+
+std::string JsonArray(const std::vector<std::string>& elements) {
+  return absl::StrCat("[", absl::StrJoin(elements, ","), "]");
 }
 
 }  // namespace sandfence

@@ -12,37 +12,7 @@
 namespace sandfence::events {
 namespace {
 
-// A JSON object built member by member; empty strings and absent values
-// are left out, so that a line carries only what its event has.
-class Object {
- public:
-  Object& Str(absl::string_view key, absl::string_view value) {
-    if (!value.empty()) Raw(key, JsonQuote(value));
-    return *this;
-  }
-  Object& Num(absl::string_view key, uint64_t value) {
-    return Raw(key, absl::StrCat(value));
-  }
-  Object& NonZero(absl::string_view key, uint64_t value) {
-    return value != 0 ? Num(key, value) : *this;
-  }
-  Object& Bool(absl::string_view key, bool value) {
-    return Raw(key, value ? "true" : "false");
-  }
-  // `json` is already JSON (an object, an array); "" or "{}" is left out.
-  Object& Raw(absl::string_view key, absl::string_view json) {
-    if (json.empty() || json == "{}") return *this;
-    out_ += first_ ? "" : ",";
-    first_ = false;
-    absl::StrAppend(&out_, JsonQuote(key), ":", json);
-    return *this;
-  }
-  std::string Done() { return absl::StrCat(out_, "}"); }
-
- private:
-  std::string out_ = "{";
-  bool first_ = true;
-};
+using Object = JsonObject;
 
 std::string AddressList(const std::vector<IpAddress>& addresses) {
   if (addresses.empty()) return "";

@@ -319,6 +319,15 @@ absl::StatusOr<v1::RolloutRecord> ReadRecordFile(const std::string& path) {
   }
   absl::StatusOr<v1::RolloutRecord> r = ReadRecord(bytes);
   if (!r.ok()) {
+    // The daemon's <id>.record.pb: the journal merged into one message
+    // when the rollout ended. Taken only when it is plainly one (a parse
+    // alone accepts too much: protobuf's wire format is forgiving).
+    v1::RolloutRecord whole;
+    if (whole.ParseFromString(bytes) && !whole.rollout_id().empty() &&
+        !whole.sandfence_version().empty() && whole.has_start_time() &&
+        whole.phase_policy_size() > 0) {
+      return whole;
+    }
     return Malformed(absl::StrCat(path, ": ", r.status().message()));
   }
   return r;

@@ -542,6 +542,9 @@ absl::StatusOr<std::string> FormatRecordJson(const v1::RolloutRecord& record) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.always_print_primitive_fields = true;
+  // snake_case, as every other --json output and the Python client's dicts
+  // (issue 38): one casing for whoever reads them.
+  options.preserve_proto_field_names = true;
   std::string out;
   auto status =
       google::protobuf::util::MessageToJsonString(record, &out, options);

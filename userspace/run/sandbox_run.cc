@@ -30,6 +30,7 @@
 #include "sandbox/reaper.h"
 #include "confine/landlock.h"
 #include "confine/seccomp_filter.h"
+#include "common/json.h"
 #include "confine/socket_supervisor.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/socket_attempts.h"
@@ -548,6 +549,95 @@ std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
         s.counters.events_lost, s.decode_errors);
   }
   return out;
+}
+
+namespace {
+
+std::string DestinationsJson(const std::vector<DeniedDestination>& list) {
+  std::vector<std::string> out;
+  for (const DeniedDestination& d : list) {
+    out.push_back(JsonObject()
+                      .Str("protocol", d.protocol)
+                      .Str("destination", d.destination)
+                      .Num("count", d.count)
+                      .NonZero("first_pid", d.first_pid)
+                      .Str("first_comm", d.first_comm)
+                      .Done());
+  }
+  return JsonArray(out);
+}
+
+}  // namespace
+
+std::string FormatRunSummaryJson(const RunSummary& s,
+                                 const CompiledPhase& phase) {
+  JsonObject o;
+  o.Num("exit_status", static_cast<uint64_t>(s.exit_status))
+      .Bool("interrupted_before_start", s.interrupted_before_start)
+      .Str("cgroup_path", s.cgroup_path)
+      .Always("phase", phase.name)
+      .Always("network_access",
+              absl::AsciiStrToLower(v1::NetworkAccess_Name(phase.access)))
+      .Bool("audit_only", phase.audit_only)
+      .Bool("unix_unchecked", phase.restricted() && phase.unix_unchecked)
+      .Raw("counters", JsonObject()
+                           .Num("allowed", s.counters.allowed)
+                           .Num("denied", s.counters.denied)
+                           .Num("events_lost", s.counters.events_lost)
+                           .Num("allowed_unreported",
+                                s.counters.allowed_unreported)
+                           .Num("audit_denied", s.counters.audit_denied)
+                           .Done())
+      .Num("events_read", s.events_read)
+      .Num("decode_errors", s.decode_errors)
+      .Raw("denied", DestinationsJson(s.denied))
+      .Raw("would_deny", DestinationsJson(s.would_deny));
+  std::vector<std::string> allowed;
+  for (const std::string& a : s.allowed) allowed.push_back(JsonQuote(a));
+  o.Raw("allowed", JsonArray(allowed));
+  std::vector<std::string> layers, guard_events;
+  for (const ConfineGuarantee& g : s.guard_layers) {
+    layers.push_back(JsonObject()
+                         .Str("what", g.what)
+                         .Bool("holds", g.holds)
+                         .Str("layer", g.layer)
+                         .Done());
+  }
+  for (const GuardSummaryLine& g : s.guard_events) {
+    guard_events.push_back(JsonObject()
+                               .Str("action", g.action)
+                               .Str("what", g.what)
+                               .Str("detail", g.detail)
+                               .NonZero("actor_pid", g.actor_pid)
+                               .Str("actor_comm", g.actor_comm)
+                               .NonZero("target_pid", g.target_pid)
+                               .Str("target_comm", g.target_comm)
+                               .Done());
+  }
+  o.Raw("guard", JsonObject()
+                     .Str("enforcer", s.guard_enforcer)
+                     .Str("fallback", s.guard_fallback)
+                     .Raw("layers", JsonArray(layers))
+                     .Raw("events", JsonArray(guard_events))
+                     .Num("events_lost", s.guard_events_lost)
+                     .Done());
+  if (s.record) {
+    std::vector<std::string> warnings;
+    for (const std::string& w : s.record->warnings) {
+      warnings.push_back(JsonQuote(w));
+    }
+    o.Raw("record", JsonObject()
+                        .Bool("lossy", s.record->lossy)
+                        .Num("entries", s.record->entries)
+                        .Num("dns_entries", s.record->dns_entries)
+                        .Num("bytes", s.record->bytes)
+                        .Raw("warnings", JsonArray(warnings))
+                        .Done());
+  }
+  std::vector<std::string> reaped;
+  for (uint64_t id : s.reaped) reaped.push_back(absl::StrCat(id));
+  o.Raw("reaped_cgroups", JsonArray(reaped));
+  return o.Done() + "\n";
 }
 
 }  // namespace sandfence

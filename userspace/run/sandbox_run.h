@@ -120,6 +120,9 @@ std::string FormatRunBanner(const CompiledPhase& phase);
 // audit-only phase's first line says AUDIT ONLY (nothing denied).
 std::string FormatRunSummary(const RunSummary& summary,
                              const CompiledPhase& phase);
+// The same as one line of JSON (`run --json`), snake_case as every --json.
+std::string FormatRunSummaryJson(const RunSummary& summary,
+                                 const CompiledPhase& phase);
 
 }  // namespace sandfence
 
