@@ -6,6 +6,7 @@
 # sandfence/version.h (target sandfence_version).
 set(SANDFENCE_VERSION_STRING "${PROJECT_VERSION}")
 set(SANDFENCE_GIT_DESCRIBE "")
+set(SANDFENCE_GIT_COMMIT "")
 set(SANDFENCE_SOURCE_DATE_EPOCH "$ENV{SOURCE_DATE_EPOCH}")
 # Each new commit (or a flip of -dirty) changes the header at the next
 # configure, and every binary linking the daemon or records relinks (about
@@ -26,6 +27,12 @@ if(SANDFENCE_GIT_VERSION AND GIT_FOUND AND EXISTS "${PROJECT_SOURCE_DIR}/.git")
       set(SANDFENCE_GIT_DESCRIBE "g${SANDFENCE_GIT_DESCRIBE}")
     endif()
     set(SANDFENCE_VERSION_STRING "${PROJECT_VERSION}+${SANDFENCE_GIT_DESCRIBE}")
+    # The commit alone, for the daemon's sandfence_build_info metric.
+    execute_process(
+      COMMAND "${GIT_EXECUTABLE}" rev-parse --short HEAD
+      WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+      OUTPUT_VARIABLE SANDFENCE_GIT_COMMIT
+      ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
     # The commit's time dates generated files (man pages) reproducibly.
     execute_process(
       COMMAND "${GIT_EXECUTABLE}" log -1 --format=%ct

@@ -971,14 +971,65 @@ TEST_F(DaemonMetricsTest, PrometheusEndpointCountsRolloutsAndDecisions) {
   EXPECT_THAT(m, HasSubstr("\nsandfence_phase_switches_total 1\n"));
   EXPECT_THAT(m,
               HasSubstr("\nsandfence_decisions_total{verdict=\"deny\"} 1\n"));
-  EXPECT_THAT(m, HasSubstr("\nsandfence_events_lost 0\n"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_events_lost_total 0\n"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_build_info{version=\""));
+  // Labelled by rollout only with --metrics-per-rollout (issue 38).
+  EXPECT_THAT(m, ::testing::Not(HasSubstr("rollout=")));
+}
+
+// `--metrics-address ::1`: served on IPv6 loopback, and only there; the
+// log brackets the address.
+class DaemonIpv6MetricsTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    SANDFENCE_REQUIRE_ROOT();
+    UniqueFd probe(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    if (!probe ||
+        bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      GTEST_SKIP() << "no IPv6 loopback here: " << strerror(errno);
+    }
+    DaemonTest::SetUp();
+  }
+  std::vector<std::string> Extra() override {
+    return {"--metrics-address", "::1", "--metrics-port", "0"};
+  }
+};
+
+TEST_F(DaemonIpv6MetricsTest, ServesOnTheAddressGiven) {
+  const uint16_t port = daemon_->MetricsPort("metrics on http://[::1]:");
+  ASSERT_NE(port, 0);
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(Request("metrics-v6"), &started).ok());
+  const std::string m = HttpGetMetrics(port, "::1");
+  EXPECT_THAT(m, HasSubstr("HTTP/1.0 200 OK"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_rollouts_open 1\n"));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_build_info{version=\""));
+  EXPECT_THAT(HttpGetMetrics(port, "127.0.0.1"), HasSubstr("connect: "))
+      << "served on IPv4 loopback too";
+}
+
+TEST(DaemonFlagsTest, ABadMetricsAddressIsAUsageError) {
+  for (const char* bad : {"localhost", "127.0.0.1:9464", "[::1]", "::1%lo"}) {
+    const CommandResult r = RunCli(
+        absl::StrCat("daemon --metrics-address '", bad, "' --metrics-port 0"));
+    EXPECT_EQ(r.exit_code, 64) << bad << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("--metrics-address \"", bad,
+                                              "\": not an IPv4 or IPv6 "
+                                              "address")));
+  }
+  // Without a port nothing is served: the address alone is a mistake.
+  const CommandResult alone = RunCli("daemon --metrics-address ::1");
+  EXPECT_EQ(alone.exit_code, 64) << alone.out;
+  EXPECT_THAT(alone.out, HasSubstr("--metrics-address needs --metrics-port"));
 }
 
 // A DNS-filtered rollout (issue 14): the metrics count its queries by
-// verdict, the addresses its filter learned, and the filter's latency; the
-// series go when the rollout ends. dnsmasq on loopback is the upstream; a
-// stub resolver in the sandbox asks 127.0.0.1:53, which the kernel sends to
-// the rollout's filter.
+// verdict, the addresses its filter learned, and the filter's latency.
+// dnsmasq on loopback is the upstream; a stub resolver in the sandbox asks
+// 127.0.0.1:53, which the kernel sends to the rollout's filter.
 class DaemonDnsMetricsTest : public DaemonMetricsTest {
  protected:
   void SetUp() override {
@@ -1029,7 +1080,53 @@ class DaemonDnsMetricsTest : public DaemonMetricsTest {
   std::unique_ptr<TestDnsServer> dns_;
 };
 
-TEST_F(DaemonDnsMetricsTest, CountsQueriesLearnedAddressesAndLatency) {
+// By default (issue 38) the DNS series are sums over every rollout, with
+// no rollout label, and an end does not lower them: they are counters.
+TEST_F(DaemonDnsMetricsTest, SumsQueriesOverRolloutsEndedOnesIncluded) {
+  v1::StartRolloutResponse started;
+  ASSERT_TRUE(Start(DnsRequest("dns-s"), &started).ok());
+  EXPECT_EQ(QueryIn(started.cgroup_path(), "a.metrics.test"), 0) << dns_->log();
+  EXPECT_EQ(QueryIn(started.cgroup_path(), "secret.attacker.test"), 0);
+
+  const std::vector<std::string> want = {
+      "\nsandfence_dns_queries_total{verdict=\"allowed\"} 1\n",
+      "\nsandfence_dns_queries_total{verdict=\"blocked\"} 1\n",
+      "\nsandfence_dns_learned_addresses 1\n",
+      "\nsandfence_dns_filter_latency_seconds_count 2\n"};
+  std::string m;
+  for (int i = 0; i < 100; ++i) {
+    m = HttpGetMetrics(port_);
+    if (std::all_of(want.begin(), want.end(), [&](const std::string& w) {
+          return absl::StrContains(m, w);
+        })) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (const std::string& w : want) EXPECT_THAT(m, HasSubstr(w));
+  EXPECT_THAT(m, ::testing::Not(HasSubstr("rollout=")));
+
+  v1::EndRolloutResponse ended;
+  ASSERT_TRUE(End("dns-s", &ended).ok());
+  m = HttpGetMetrics(port_);
+  EXPECT_THAT(m, HasSubstr(want[0]));
+  EXPECT_THAT(m, HasSubstr(want[1]));
+  EXPECT_THAT(m, HasSubstr(want[3]));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_dns_learned_addresses 0\n"))
+      << "a gauge of the open rollouts";
+}
+
+// `--metrics-per-rollout`: each open rollout's own series, labelled; they
+// go when the rollout ends.
+class DaemonDnsPerRolloutMetricsTest : public DaemonDnsMetricsTest {
+ protected:
+  std::vector<std::string> Extra() override {
+    return {"--metrics-port", "0", "--metrics-per-rollout"};
+  }
+};
+
+TEST_F(DaemonDnsPerRolloutMetricsTest,
+       CountsQueriesLearnedAddressesAndLatency) {
   v1::StartRolloutResponse started;
   ASSERT_TRUE(Start(DnsRequest("dns-m"), &started).ok());
   EXPECT_EQ(QueryIn(started.cgroup_path(), "a.metrics.test"), 0) << dns_->log();

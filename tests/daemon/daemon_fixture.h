@@ -49,14 +49,27 @@ inline bool Eventually(const std::function<bool()>& cond) {
   return true;
 }
 
-// The daemon's /metrics page over loopback, or "connect: <error>".
-inline std::string HttpGetMetrics(uint16_t port) {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+// The daemon's /metrics page from `address` (an IPv4 or IPv6 literal),
+// or "connect: <error>".
+inline std::string HttpGetMetrics(uint16_t port,
+                                  const std::string& address = "127.0.0.1") {
+  sockaddr_storage a{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    len = sizeof(*v4);
+  } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    len = sizeof(*v6);
+  } else {
+    return absl::StrCat("connect: not an address: ", address);
+  }
+  UniqueFd fd(socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), len) != 0) {
     return absl::StrCat("connect: ", strerror(errno));
   }
   const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
@@ -256,14 +269,15 @@ class DaemonProcess {
 
   // The port of `--metrics-port 0`, as the daemon logs it (it starts
   // serving metrics just after gRPC: waits for the line, bounded); 0 if
-  // it never says.
-  uint16_t MetricsPort() const {
-    static constexpr char kLine[] = "metrics on http://127.0.0.1:";
+  // it never says. `line` is the log's text up to the port: the default
+  // --metrics-address's, or "metrics on http://[::1]:" for ::1.
+  uint16_t MetricsPort(
+      const std::string& line = "metrics on http://127.0.0.1:") const {
     for (int i = 0; i < 500; ++i) {
       const std::string log = Log();
-      if (size_t at = log.find(kLine); at != std::string::npos) {
+      if (size_t at = log.find(line); at != std::string::npos) {
         return static_cast<uint16_t>(
-            std::strtoul(log.c_str() + at + sizeof(kLine) - 1, nullptr, 10));
+            std::strtoul(log.c_str() + at + line.size(), nullptr, 10));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

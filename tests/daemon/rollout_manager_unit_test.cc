@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -747,6 +749,87 @@ TEST_F(RolloutManagerUnitTest, AnAllowedAuditRolloutSaysSoEverywhere) {
   EXPECT_EQ(manager_->Health().audit_only_rollouts(), 1u);
   ASSERT_TRUE(manager_->End("r1").ok());
   EXPECT_EQ(manager_->Health().audit_only_rollouts(), 0u);
+}
+
+// --- Metrics: counters that outlive their rollouts (issue 38) ---
+
+constexpr char kDnsFiltered[] = R"pb(
+  phase {
+    name: "agent"
+    network_access: MODEL_ONLY
+    allow { host: "*.tool.test" port: 443 }
+    dns { mode: FILTERED resolver: "127.0.0.1:5353" }
+  }
+)pb";
+
+TEST_F(RolloutManagerUnitTest, MetricsCountersNeverGoDownWhenARolloutEnds) {
+  std::map<std::string, uint64_t> cgroup_of;
+  for (const char* id : {"r1", "r2"}) {
+    v1::StartRolloutRequest req = Request(id);
+    req.set_policy_text(kDnsFiltered);
+    absl::StatusOr<v1::StartRolloutResponse> r = manager_->Start(req);
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status();
+    cgroup_of[id] = r->cgroup_id();
+  }
+  // The filters decide queries (what the fake's DNS server reports).
+  auto query = [&](const std::string& id, const std::string& verdict) {
+    std::optional<FakeDns> dns = kernel_->Dns(cgroup_of[id]);
+    ASSERT_TRUE(dns.has_value()) << id;
+    dns->on_query(DnsQueryInfo{.name = "a.tool.test",
+                               .type = 1,
+                               .verdict = verdict,
+                               .transport = "udp",
+                               .latency_ns = 2'000'000});
+  };
+  ASSERT_NO_FATAL_FAILURE(query("r1", "allowed"));
+  ASSERT_NO_FATAL_FAILURE(query("r1", "blocked"));
+  ASSERT_NO_FATAL_FAILURE(query("r2", "allowed"));
+  SandboxCounters lost;
+  lost.events_lost = 5;
+  kernel_->SetCounters(cgroup_of["r1"], lost);
+  lost.events_lost = 3;
+  kernel_->SetCounters(cgroup_of["r2"], lost);
+
+  ManagerMetrics m = manager_->Metrics();
+  EXPECT_EQ(m.events_lost, 8u);
+  EXPECT_EQ(m.dns_total.by_verdict["allowed"], 2u);
+  EXPECT_EQ(m.dns_total.by_verdict["blocked"], 1u);
+  EXPECT_EQ(m.dns_total.latency_count, 3u);
+  ASSERT_EQ(m.dns.size(), 2u);
+
+  // r1 loses 2 more after that scrape, answers one more query, and ends:
+  // the kernel's final counters (read as it detaches) stay in the sums.
+  lost.events_lost = 7;
+  kernel_->SetCounters(cgroup_of["r1"], lost);
+  ASSERT_NO_FATAL_FAILURE(query("r1", "allowed"));
+  ASSERT_TRUE(manager_->End("r1").ok());
+  m = manager_->Metrics();
+  EXPECT_EQ(m.events_lost, 10u);
+  EXPECT_EQ(m.dns_total.by_verdict["allowed"], 3u);
+  EXPECT_EQ(m.dns_total.by_verdict["blocked"], 1u);
+  EXPECT_EQ(m.dns_total.latency_count, 4u);
+  ASSERT_EQ(m.dns.size(), 1u);
+  EXPECT_EQ(m.dns[0].rollout_id, "r2");
+
+  const std::string summed = RenderMetrics(m);
+  EXPECT_THAT(summed, HasSubstr("\nsandfence_events_lost_total 10\n"));
+  EXPECT_THAT(
+      summed,
+      HasSubstr("\nsandfence_dns_queries_total{verdict=\"allowed\"} 3\n"));
+  EXPECT_THAT(summed, ::testing::Not(HasSubstr("rollout=")));
+  // Labelled by rollout: the open one only, as before issue 38.
+  const std::string labelled = RenderMetrics(m, {.per_rollout = true});
+  EXPECT_THAT(labelled,
+              HasSubstr("\nsandfence_dns_queries_total{rollout=\"r2\","
+                        "verdict=\"allowed\"} 1\n"));
+  EXPECT_THAT(labelled, ::testing::Not(HasSubstr("rollout=\"r1\"")));
+
+  // Nor does the last rollout's end lower them.
+  ASSERT_TRUE(manager_->End("r2").ok());
+  m = manager_->Metrics();
+  EXPECT_EQ(m.events_lost, 10u);
+  EXPECT_EQ(m.dns_total.by_verdict["allowed"], 3u);
+  EXPECT_THAT(m.dns, IsEmpty());
 }
 
 TEST_F(RolloutManagerUnitTest, WatchSeesTheRolloutsEventsFromTheEventThread) {

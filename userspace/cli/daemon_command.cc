@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,7 @@ int DaemonCommand(int argc, char** argv) {
   DaemonOptions options;
   bool cleanup = false;
   bool no_pin = false;
+  bool metrics_address_given = false;
   FlagParser flags;
   flags.AddValueFlag(
       "socket", "PATH",
@@ -107,8 +109,8 @@ int DaemonCommand(int argc, char** argv) {
       /*repeatable=*/true);
   flags.AddValueFlag(
       "metrics-port", "PORT",
-      "serve Prometheus metrics on 127.0.0.1:PORT (0: a free port, named "
-      "in the log)",
+      "serve Prometheus metrics on --metrics-address's PORT (0: a free "
+      "port, named in the log)",
       [&](absl::string_view v) -> absl::Status {
         uint32_t port = 0;
         if (!absl::SimpleAtoi(v, &port) || port > 65535) {
@@ -117,6 +119,23 @@ int DaemonCommand(int argc, char** argv) {
         options.metrics_port = static_cast<uint16_t>(port);
         return absl::OkStatus();
       });
+  flags.AddValueFlag(
+      "metrics-address", "ADDR",
+      "the IPv4 or IPv6 address --metrics-port listens on (default "
+      "127.0.0.1; 0.0.0.0 or :: for every address)",
+      [&](absl::string_view v) -> absl::Status {
+        std::optional<IpAddress> addr = IpAddress::Parse(v);
+        if (!addr.has_value()) {
+          return Malformed("not an IPv4 or IPv6 address");
+        }
+        options.metrics_address = *addr;
+        metrics_address_given = true;
+        return absl::OkStatus();
+      });
+  flags.AddBoolFlag("metrics-per-rollout",
+                    "label the per-rollout metrics (DNS) with rollout=\"ID\" "
+                    "instead of summing them: a series set per rollout",
+                    &options.metrics.per_rollout);
   flags.AddValueFlag(
       "watch-queue", "N",
       "events held per WatchEvents caller; a slower one misses the rest "
@@ -147,6 +166,15 @@ int DaemonCommand(int argc, char** argv) {
   if (!parsed->positionals.empty()) {
     std::fprintf(stderr, "sandfence daemon: unexpected argument \"%s\"\n",
                  parsed->positionals[0].c_str());
+    return kExitUsage;
+  }
+  // Metrics are served only with a port: the other metrics flags alone
+  // would be silently ignored.
+  if ((metrics_address_given || options.metrics.per_rollout) &&
+      !options.metrics_port.has_value()) {
+    std::fprintf(
+        stderr, "sandfence daemon: --%s needs --metrics-port\n",
+        metrics_address_given ? "metrics-address" : "metrics-per-rollout");
     return kExitUsage;
   }
   if (no_pin) options.manager.pin_dir.clear();

@@ -300,12 +300,18 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   std::unique_ptr<MetricsServer> metrics;
   if (options.metrics_port.has_value()) {
     RolloutManager* m = manager->get();
+    const MetricsOptions metrics_options = options.metrics;
     absl::StatusOr<std::unique_ptr<MetricsServer>> started =
-        MetricsServer::Start(*options.metrics_port,
-                             [m] { return RenderMetrics(m->Metrics()); });
+        MetricsServer::Start(options.metrics_address, *options.metrics_port,
+                             [m, metrics_options] {
+                               return RenderMetrics(m->Metrics(),
+                                                    metrics_options);
+                             });
     if (!started.ok()) return started.status();
     metrics = *std::move(started);
-    LogInfo("metrics on http://127.0.0.1:%d/metrics", metrics->port());
+    LogInfo("metrics on %s%s",
+            MetricsUrl(options.metrics_address, metrics->port()),
+            options.metrics.per_rollout ? " (labelled by rollout)" : "");
   }
   LogInfo("serving on unix:%s (records in %s, pins in %s)", path,
           options.manager.records_dir,

@@ -3,11 +3,15 @@
 #ifndef SANDFENCE_DAEMON_DAEMON_SERVER_H_
 #define SANDFENCE_DAEMON_DAEMON_SERVER_H_
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/ip.h"
+#include "daemon/metrics_server.h"
 #include "daemon/rollout_manager.h"
 
 namespace sandfence {
@@ -17,9 +21,13 @@ inline constexpr char kDefaultSocketPath[] = "/run/sandfence/sandfence.sock";
 struct DaemonOptions {
   ManagerOptions manager;
   std::string socket_path = kDefaultSocketPath;
-  // Prometheus endpoint on 127.0.0.1; none = off, 0 = a free port the
-  // kernel picks (the log names it).
+  // Prometheus endpoint on metrics_address; none = off, 0 = a free port
+  // the kernel picks (the log names it).
   std::optional<uint16_t> metrics_port;
+  // Loopback by default: the metrics name rollouts (with per_rollout) and
+  // count denials, for the host's scraper, not for the network.
+  IpAddress metrics_address = IpAddress::V4(INADDR_LOOPBACK);
+  MetricsOptions metrics;
   // Events held per WatchEvents caller before a slow one misses some.
   size_t watch_queue = 65536;
 };

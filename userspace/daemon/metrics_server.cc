@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "dns/filter_server.h"
+#include "sandfence/version.h"
 
 namespace sandfence {
 namespace {
@@ -33,76 +35,127 @@ std::string LabelValue(absl::string_view v) {
   return out;
 }
 
-// Per open rollout that filters DNS (issue 14): queries by verdict, the
-// learned addresses held, and the filter's latency as a histogram.
-void RenderDnsMetrics(const std::vector<ManagerMetrics::RolloutDns>& dns,
+std::string RolloutLabel(absl::string_view rollout_id) {
+  return absl::StrCat("rollout=\"", LabelValue(rollout_id), "\"");
+}
+
+// "{a,b}" of the labels given ("" ones left out), or "" if none is.
+std::string Labels(absl::string_view a, absl::string_view b = "") {
+  if (a.empty() && b.empty()) return "";
+  if (a.empty() || b.empty()) return absl::StrCat("{", a, b, "}");
+  return absl::StrCat("{", a, ",", b, "}");
+}
+
+// The series of one DNS filter's counts (`rollout`: its rollout="ID"
+// label), or of every filter's summed (`rollout` "").
+void AppendDnsQueries(absl::string_view rollout, const DnsQueryStats& q,
                       std::string& out) {
-  if (dns.empty()) return;
+  std::map<std::string, uint64_t> counts = q.by_verdict;
+  // Every verdict the filter gives, zeros too, so that rates exist from the
+  // start.
+  for (dns::Verdict v :
+       {dns::Verdict::kAllowed, dns::Verdict::kBlocked, dns::Verdict::kRefused,
+        dns::Verdict::kMalformed, dns::Verdict::kNotServed,
+        dns::Verdict::kUpstreamFailed, dns::Verdict::kLearnFailed,
+        dns::Verdict::kRateLimited, dns::Verdict::kWouldBlock}) {
+    counts.try_emplace(dns::VerdictName(v), 0);
+  }
+  for (const auto& [verdict, n] : counts) {
+    absl::StrAppend(
+        &out, "sandfence_dns_queries_total",
+        Labels(rollout, absl::StrCat("verdict=\"", LabelValue(verdict), "\"")),
+        " ", n, "\n");
+  }
+}
+
+void AppendDnsLatency(absl::string_view rollout, const DnsQueryStats& q,
+                      std::string& out) {
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < q.latency_buckets.size(); ++b) {
+    cumulative += q.latency_buckets[b];
+    const std::string le =
+        b < DnsQueryStats::kLatencyBounds.size()
+            ? absl::StrFormat("%g", DnsQueryStats::kLatencyBounds[b])
+            : "+Inf";
+    absl::StrAppend(&out, "sandfence_dns_filter_latency_seconds_bucket",
+                    Labels(rollout, absl::StrCat("le=\"", le, "\"")), " ",
+                    cumulative, "\n");
+  }
+  absl::StrAppend(&out, "sandfence_dns_filter_latency_seconds_sum",
+                  Labels(rollout), " ",
+                  absl::StrFormat("%.9g", q.latency_sum_seconds), "\n",
+                  "sandfence_dns_filter_latency_seconds_count", Labels(rollout),
+                  " ", q.latency_count, "\n");
+}
+
+// The DNS filters' queries by verdict, the learned addresses held, and the
+// filters' latency as a histogram (issue 14). Per open rollout that filters
+// DNS when `per_rollout` (the series go when it ends); else summed over
+// every rollout, ended ones included, always present.
+void RenderDnsMetrics(const ManagerMetrics& m, bool per_rollout,
+                      std::string& out) {
+  if (per_rollout && m.dns.empty()) return;
   absl::StrAppend(
       &out,
-      "# HELP sandfence_dns_queries_total DNS queries the rollout's filter "
+      "# HELP sandfence_dns_queries_total DNS queries the rollouts' filters "
       "decided, by verdict (malformed: answered FORMERR; upstream_failed and "
       "learn_failed: SERVFAIL; rate_limited: dropped).\n"
       "# TYPE sandfence_dns_queries_total counter\n");
-  for (const ManagerMetrics::RolloutDns& d : dns) {
-    const std::string rollout = LabelValue(d.rollout_id);
-    std::map<std::string, uint64_t> counts = d.queries.by_verdict;
-    // Every verdict the filter gives, zeros too, so that rates exist from
-    // the start.
-    for (dns::Verdict v :
-         {dns::Verdict::kAllowed, dns::Verdict::kBlocked,
-          dns::Verdict::kRefused, dns::Verdict::kMalformed,
-          dns::Verdict::kNotServed, dns::Verdict::kUpstreamFailed,
-          dns::Verdict::kLearnFailed, dns::Verdict::kRateLimited,
-          dns::Verdict::kWouldBlock}) {
-      counts.try_emplace(dns::VerdictName(v), 0);
+  if (per_rollout) {
+    for (const ManagerMetrics::RolloutDns& d : m.dns) {
+      AppendDnsQueries(RolloutLabel(d.rollout_id), d.queries, out);
     }
-    for (const auto& [verdict, n] : counts) {
-      absl::StrAppend(&out, "sandfence_dns_queries_total{rollout=\"", rollout,
-                      "\",verdict=\"", LabelValue(verdict), "\"} ", n, "\n");
-    }
+  } else {
+    AppendDnsQueries("", m.dns_total, out);
   }
   absl::StrAppend(
       &out,
-      "# HELP sandfence_dns_learned_addresses Addresses the rollout's DNS "
-      "filter learned from allowed answers that the kernel holds now.\n"
+      "# HELP sandfence_dns_learned_addresses Addresses the open rollouts' "
+      "DNS filters learned from allowed answers that the kernel holds now.\n"
       "# TYPE sandfence_dns_learned_addresses gauge\n");
-  for (const ManagerMetrics::RolloutDns& d : dns) {
-    if (!d.learned) continue;
-    absl::StrAppend(&out, "sandfence_dns_learned_addresses{rollout=\"",
-                    LabelValue(d.rollout_id), "\"} ", *d.learned, "\n");
+  if (per_rollout) {
+    for (const ManagerMetrics::RolloutDns& d : m.dns) {
+      if (!d.learned) continue;
+      absl::StrAppend(&out, "sandfence_dns_learned_addresses",
+                      Labels(RolloutLabel(d.rollout_id)), " ", *d.learned,
+                      "\n");
+    }
+  } else {
+    absl::StrAppend(&out, "sandfence_dns_learned_addresses ",
+                    m.dns_learned_total, "\n");
   }
   absl::StrAppend(
       &out,
-      "# HELP sandfence_dns_filter_latency_seconds The DNS filter's time per "
+      "# HELP sandfence_dns_filter_latency_seconds The DNS filters' time per "
       "query, from its first byte read to the reply sent (upstream and "
       "learning included).\n"
       "# TYPE sandfence_dns_filter_latency_seconds histogram\n");
-  for (const ManagerMetrics::RolloutDns& d : dns) {
-    const std::string rollout = LabelValue(d.rollout_id);
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b < d.queries.latency_buckets.size(); ++b) {
-      cumulative += d.queries.latency_buckets[b];
-      const std::string le =
-          b < DnsQueryStats::kLatencyBounds.size()
-              ? absl::StrFormat("%g", DnsQueryStats::kLatencyBounds[b])
-              : "+Inf";
-      absl::StrAppend(&out, "sandfence_dns_filter_latency_seconds_bucket{",
-                      "rollout=\"", rollout, "\",le=\"", le, "\"} ", cumulative,
-                      "\n");
+  if (per_rollout) {
+    for (const ManagerMetrics::RolloutDns& d : m.dns) {
+      AppendDnsLatency(RolloutLabel(d.rollout_id), d.queries, out);
     }
-    absl::StrAppend(
-        &out, "sandfence_dns_filter_latency_seconds_sum{rollout=\"", rollout,
-        "\"} ", absl::StrFormat("%.9g", d.queries.latency_sum_seconds), "\n",
-        "sandfence_dns_filter_latency_seconds_count{", "rollout=\"", rollout,
-        "\"} ", d.queries.latency_count, "\n");
+  } else {
+    AppendDnsLatency("", m.dns_total, out);
   }
 }
 
 }  // namespace
 
-std::string RenderMetrics(const ManagerMetrics& m) {
+std::string RenderMetrics(const ManagerMetrics& m,
+                          const MetricsOptions& options) {
   std::string out;
+  // Which build answers: a dashboard can tell hosts apart during a rollout
+  // of a new version.
+  absl::StrAppend(
+      &out,
+      "# HELP sandfence_build_info The sandfence build serving: "
+      "its version (as `sandfence version` prints it) and git "
+      "commit (\"unknown\" if built outside a checkout).\n"
+      "# TYPE sandfence_build_info gauge\n"
+      "sandfence_build_info{version=\"",
+      LabelValue(SANDFENCE_VERSION), "\",commit=\"",
+      LabelValue(*SANDFENCE_GIT_COMMIT ? SANDFENCE_GIT_COMMIT : "unknown"),
+      "\"} 1\n");
   auto metric = [&out](absl::string_view name, absl::string_view type,
                        absl::string_view help, absl::string_view labels,
                        uint64_t value, bool head = true) {
@@ -127,9 +180,10 @@ std::string RenderMetrics(const ManagerMetrics& m) {
          "{verdict=\"allow\"}", m.decisions_allowed);
   metric("sandfence_decisions_total", "counter", "", "{verdict=\"deny\"}",
          m.decisions_denied, /*head=*/false);
-  metric("sandfence_events_lost", "gauge",
-         "Kernel events lost (ring buffer full) in open rollouts.", "",
-         m.events_lost);
+  metric("sandfence_events_lost_total", "counter",
+         "Kernel events lost (ring buffer full) in the rollouts this daemon "
+         "served, ended ones included.",
+         "", m.events_lost);
   metric("sandfence_event_decode_errors_total", "counter",
          "Kernel events that could not be decoded.", "", m.decode_errors);
   metric("sandfence_phase_switches_total", "counter", "Phase switches done.",
@@ -149,32 +203,51 @@ std::string RenderMetrics(const ManagerMetrics& m) {
          "(enforce: AUDIT): nothing is denied there, what would be is "
          "recorded.",
          "", m.audit_only_sandboxes);
-  RenderDnsMetrics(m.dns, out);
+  RenderDnsMetrics(m, options.per_rollout, out);
   return out;
 }
 
+std::string MetricsUrl(const IpAddress& address, uint16_t port) {
+  return absl::StrCat("http://", HostPort{address, port}.ToString(),
+                      "/metrics");
+}
+
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    uint16_t port, std::function<std::string()> render) {
+    const IpAddress& address, uint16_t port,
+    std::function<std::string()> render) {
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->render_ = std::move(render);
-  s->listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  s->listener_.reset(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s->listener_) return ErrnoError(errno, "metrics socket");
   int one = 1;
   ::setsockopt(s->listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // never beyond the host
-  addr.sin_port = htons(port);
-  if (::bind(s->listener_.get(), reinterpret_cast<sockaddr*>(&addr),
-             sizeof(addr)) != 0) {
-    return ErrnoError(errno, absl::StrCat("bind 127.0.0.1:", port));
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (address.is_v4()) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    a->sin_family = AF_INET;
+    std::memcpy(&a->sin_addr, address.bytes(), 4);
+    a->sin_port = htons(port);
+    len = sizeof(sockaddr_in);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+    a->sin6_family = AF_INET6;
+    std::memcpy(&a->sin6_addr, address.bytes(), 16);
+    a->sin6_port = htons(port);
+    len = sizeof(sockaddr_in6);
+  }
+  if (::bind(s->listener_.get(), reinterpret_cast<sockaddr*>(&addr), len) !=
+      0) {
+    return ErrnoError(errno, absl::StrCat("metrics: bind ",
+                                          HostPort{address, port}.ToString()));
   }
   if (::listen(s->listener_.get(), 16) != 0) {
     return ErrnoError(errno, "listen");
   }
-  socklen_t len = sizeof(addr);
   ::getsockname(s->listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  s->port_ = ntohs(addr.sin_port);
+  s->port_ = ntohs(address.is_v4()
+                       ? reinterpret_cast<sockaddr_in*>(&addr)->sin_port
+                       : reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
   MetricsServer* self = s.get();
   s->thread_ = std::thread([self] { self->Loop(); });
   return s;

@@ -1,5 +1,6 @@
-// A Prometheus text endpoint on a loopback port: GET anything, get the
-// metrics. Deliberately tiny: one thread, one connection at a time.
+// A Prometheus text endpoint (127.0.0.1 unless told otherwise): GET
+// anything, get the metrics. Deliberately tiny: one thread, one connection
+// at a time.
 #ifndef SANDFENCE_DAEMON_METRICS_SERVER_H_
 #define SANDFENCE_DAEMON_METRICS_SERVER_H_
 
@@ -11,19 +12,33 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "common/ip.h"
 #include "common/unique_fd.h"
 #include "daemon/rollout_manager.h"
 
 namespace sandfence {
 
+struct MetricsOptions {
+  // Label the per-rollout series (DNS) with rollout="ID". Off, they are
+  // summed over the rollouts: 23 series for each rollout that filters DNS
+  // grow a Prometheus without bound on a host that runs many (issue 38).
+  bool per_rollout = false;
+};
+
 // The Prometheus text exposition of the manager's metrics.
-std::string RenderMetrics(const ManagerMetrics& m);
+std::string RenderMetrics(const ManagerMetrics& m,
+                          const MetricsOptions& options = {});
+
+// "http://127.0.0.1:PORT/metrics", "http://[::1]:PORT/metrics": what the
+// daemon logs (tests read the port from it).
+std::string MetricsUrl(const IpAddress& address, uint16_t port);
 
 class MetricsServer {
  public:
-  // Listens on 127.0.0.1:port (0: any free port; see port()).
+  // Listens on address:port (0: any free port; see port()).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
-      uint16_t port, std::function<std::string()> render);
+      const IpAddress& address, uint16_t port,
+      std::function<std::string()> render);
   ~MetricsServer();
 
   uint16_t port() const { return port_; }

@@ -582,6 +582,18 @@ absl::StatusOr<v1::EndRolloutResponse> RolloutManager::End(
   }
   absl::StatusOr<SandboxEnd> ended = r->sandbox->End();
   r->ended = true;
+  {
+    // What the rollout counted stays in the metrics' sums (they are
+    // counters: an end must not lower them).
+    RolloutReading final;
+    if (ended.ok() && ended->counters_read) {
+      final.events_lost = ended->counters.events_lost;
+    }
+    if (r->sandbox->recorder() != nullptr) {
+      final.dns = r->sandbox->recorder()->dns_stats();
+    }
+    totals_.Retire(rollout_id, final);
+  }
   store_->Remove(rollout_id);
   {
     absl::MutexLock lock(&mu_);

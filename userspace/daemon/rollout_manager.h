@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/ip.h"
+#include "daemon/rollout_totals.h"
 #include "daemon/state_store.h"
 #include "host/host_state.h"
 #include "records/boot_clock.h"
@@ -70,7 +71,9 @@ struct ManagerMetrics {
   uint64_t rollouts_adopted = 0;
   uint64_t decisions_allowed = 0;  // events read, by verdict
   uint64_t decisions_denied = 0;
-  uint64_t events_lost = 0;  // kernel-side, open rollouts
+  // Kernel-side losses of every rollout this daemon has served, ended ones
+  // included: a counter, which never goes down when a rollout ends.
+  uint64_t events_lost = 0;
   uint64_t decode_errors = 0;
   uint64_t phase_switches = 0;
   uint64_t refusals = 0;
@@ -79,6 +82,11 @@ struct ManagerMetrics {
   uint64_t runs_reaped = 0;
   // Open rollouts whose phase in force is audit only (nothing denied).
   uint64_t audit_only_sandboxes = 0;
+  // The DNS filters' counts of every rollout this daemon has served, ended
+  // ones included (never going down), and the addresses the open rollouts'
+  // filters learned: the series without a rollout label (issue 38).
+  DnsQueryStats dns_total;
+  uint64_t dns_learned_total = 0;
   // Per open rollout whose policy filters DNS (issue 14), by rollout id.
   struct RolloutDns {
     std::string rollout_id;
@@ -215,6 +223,9 @@ class RolloutManager {
   absl::Mutex own_paths_mu_;
   std::vector<std::string> own_paths_ ABSL_GUARDED_BY(own_paths_mu_);
 
+  // Every rollout's counts for the metrics' sums, the ended ones' kept:
+  // Metrics observes and End retires, each under the rollout's lock.
+  RolloutTotals totals_;
   std::atomic<uint64_t> started_{0}, ended_{0}, adopted_{0}, allowed_{0},
       denied_{0}, switches_{0}, refusals_{0}, watch_missed_{0},
       refused_calls_{0}, reaped_{0};

@@ -59,7 +59,6 @@ v1::ListRolloutsResponse RolloutManager::List() {
 
 ManagerMetrics RolloutManager::Metrics() {
   ManagerMetrics m;
-  std::vector<uint64_t> ids;
   std::vector<std::shared_ptr<Rollout>> rollouts;
   {
     absl::MutexLock lock(&mu_);
@@ -67,39 +66,54 @@ ManagerMetrics RolloutManager::Metrics() {
     for (const auto& [id, view] : views_) {
       m.audit_only_sandboxes += view.audit_only() ? 1 : 0;
     }
-    for (const auto& [cgroup_id, owner] : owner_of_) ids.push_back(cgroup_id);
     for (const auto& [id, r] : rollouts_) rollouts.push_back(r);
   }
   for (const std::shared_ptr<Rollout>& r : rollouts) {
     ManagerMetrics::RolloutDns d;
+    bool dns_filtered = false;
     uint64_t cgroup_id = 0;
     {
+      // Read under the rollout's lock, which End holds while it retires the
+      // rollout's counts: nothing is observed after that.
       absl::MutexLock rl(&r->mu);
-      if (!r->open() || r->sandbox->recorder() == nullptr) continue;
-      const std::vector<CompiledPhase>& phases = r->sandbox->policy().phases;
-      if (std::none_of(phases.begin(), phases.end(),
-                       [](const CompiledPhase& p) { return p.dns_filtered; })) {
-        continue;
-      }
-      d.rollout_id = r->id();
-      d.queries = r->sandbox->recorder()->dns_stats();
+      if (!r->open()) continue;
       cgroup_id = r->sandbox->cgroup().id;
+      RolloutReading reading;
+      // A borrowed sandbox's kernel counters are its owner's.
+      if (!r->sandbox->borrowed()) {
+        if (absl::StatusOr<SandboxCounters> c =
+                enforcement_->EgressCounters(cgroup_id);
+            c.ok()) {
+          reading.events_lost = c->events_lost;
+        }
+      }
+      if (r->sandbox->recorder() != nullptr) {
+        const std::vector<CompiledPhase>& phases = r->sandbox->policy().phases;
+        dns_filtered =
+            std::any_of(phases.begin(), phases.end(),
+                        [](const CompiledPhase& p) { return p.dns_filtered; });
+        if (dns_filtered) {
+          d.rollout_id = r->id();
+          d.queries = r->sandbox->recorder()->dns_stats();
+          reading.dns = d.queries;
+        }
+      }
+      totals_.Observe(r->id(), reading);
     }
+    if (!dns_filtered) continue;
     if (absl::StatusOr<size_t> n = enforcement_->DnsLearnedCount(cgroup_id);
         n.ok()) {
       d.learned = *n;
+      m.dns_learned_total += *n;
     }
     m.dns.push_back(std::move(d));
   }
   std::sort(m.dns.begin(), m.dns.end(), [](const auto& a, const auto& b) {
     return a.rollout_id < b.rollout_id;
   });
-  for (uint64_t id : ids) {
-    if (absl::StatusOr<SandboxCounters> c = enforcement_->EgressCounters(id);
-        c.ok()) {
-      m.events_lost += c->events_lost;
-    }
-  }
+  const RolloutReading sum = totals_.Sum();
+  m.events_lost = sum.events_lost;
+  m.dns_total = sum.dns;
   const HubCounts hub = enforcement_->events().counts();
   m.decode_errors = hub.net_decode_errors + hub.guard_decode_errors;
   m.rollouts_started = started_;
