@@ -1,7 +1,5 @@
 #include "cli/event_flags.h"
 
-#include <time.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -58,19 +56,7 @@ absl::StatusOr<std::shared_ptr<events::EventStream>> OpenEventStream(
 void EmitRefusal(events::EventStream* stream, const std::string& rollout,
                  const std::string& phase, const absl::Status& status) {
   if (stream == nullptr || status.ok()) return;
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  events::Event e;
-  e.unix_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-  e.rollout = rollout;
-  e.phase = phase;
-  e.kind = events::Kind::kRefusal;
-  e.verdict = "refused";
-  const Refusal refusal = RefusalOf(status);
-  e.cause = std::string(RefusalName(refusal));
-  e.retryable = refusal == Refusal::kUnavailable;
-  e.reason = std::string(status.message());
-  stream->Emit(e);
+  stream->Emit(events::RefusalEvent(rollout, phase, status));
   stream->Flush();
 }
 

@@ -109,6 +109,23 @@ absl::StatusOr<Format> ParseFormat(absl::string_view text) {
                                 "\": expected jsonl or ocsf"));
 }
 
+Event RefusalEvent(const std::string& rollout, const std::string& phase,
+                   const absl::Status& status) {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  Event e;
+  e.unix_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  e.rollout = rollout;
+  e.phase = phase;
+  e.kind = Kind::kRefusal;
+  e.verdict = "refused";
+  const Refusal refusal = RefusalOf(status);
+  e.cause = std::string(RefusalName(refusal));
+  e.retryable = refusal == Refusal::kUnavailable;
+  e.reason = std::string(status.message());
+  return e;
+}
+
 std::string Rfc3339(int64_t unix_ns) {
   int64_t secs = unix_ns / 1000000000;
   int64_t nanos = unix_ns % 1000000000;

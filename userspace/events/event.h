@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/ip.h"
@@ -97,6 +98,11 @@ std::string RenderJson(const Event& event);
 // sandfence's own fields that OCSF has no place for are under "unmapped".
 std::string RenderOcsf(const Event& event);
 std::string Render(const Event& event, Format format);
+
+// A refusal (nothing started) as an event, now: its typed cause, whether a
+// retry can help, and the message.
+Event RefusalEvent(const std::string& rollout, const std::string& phase,
+                   const absl::Status& status);
 
 // RFC 3339 in UTC with nanoseconds: "2026-12-06T04:55:01.123456789Z".
 std::string Rfc3339(int64_t unix_ns);

@@ -81,15 +81,13 @@ void EventStream::Emit(const Event& event) {
     ++counts_.emitted;
     // Nowhere to go: nothing to render.
     if (options_.path.empty() && watchers_.empty()) return;
+    if (stop_ || queue_.size() >= options_.max_queued) {
+      ++counts_.lost;
+      return;
+    }
+    queue_.push_back(event);
+    ++enqueued_;
   }
-  std::string line = Render(event, options_.format);
-  absl::MutexLock lock(&mu_);
-  if (stop_ || queue_.size() >= options_.max_queued) {
-    ++counts_.lost;
-    return;
-  }
-  queue_.push_back(std::move(line));
-  ++enqueued_;
 }
 
 void EventStream::Flush() {
@@ -167,7 +165,7 @@ bool EventStream::WriteLine(const std::string& line) {
 
 void EventStream::Loop() {
   for (;;) {
-    std::deque<std::string> batch;
+    std::deque<Event> batch;
     std::vector<Watcher> watchers;
     uint64_t lost_total = 0;
     {
@@ -191,9 +189,12 @@ void EventStream::Loop() {
       loss.verdict = "lost";
       loss.reason = "event lines the stream could not deliver";
       loss.counts = {{"event_lines_lost", lost_total}};
-      const std::string line = Render(loss, options_.format);
-      const bool ok = options_.path.empty() || WriteLine(line);
-      for (const Watcher& w : watchers) w(line);
+      const bool ok =
+          options_.path.empty() || WriteLine(Render(loss, options_.format));
+      if (!watchers.empty()) {
+        const std::string line = RenderJson(loss);
+        for (const Watcher& w : watchers) w(loss.rollout, line);
+      }
       absl::MutexLock lock(&mu_);
       if (ok) {
         ++counts_.written;
@@ -203,10 +204,16 @@ void EventStream::Loop() {
         lost_reported_ = lost_total;
       }
     }
-    for (const std::string& line : batch) {
+    for (const Event& event : batch) {
       const bool has_output = !options_.path.empty();
-      const bool ok = !has_output || WriteLine(line);
-      for (const Watcher& w : watchers) w(line);
+      std::string line;
+      if (has_output || !watchers.empty()) line = RenderJson(event);
+      const bool ok =
+          !has_output ||
+          WriteLine(options_.format == Format::kJsonLines
+                        ? line
+                        : Render(event, options_.format));
+      for (const Watcher& w : watchers) w(event.rollout, line);
       absl::MutexLock lock(&mu_);
       if (ok && has_output) ++counts_.written;
       if (!ok) ++counts_.lost;

@@ -58,15 +58,17 @@ class EventStream {
 
   Format format() const { return options_.format; }
 
-  // Renders and queues; thread-safe, never blocks on I/O.
+  // Queues (the writer renders); thread-safe, never blocks on I/O.
   void Emit(const Event& event);
   // Waits until everything emitted before the call is written (or lost).
   void Flush();
   StreamCounts counts() const;
 
-  // A watcher sees every line (rendered, without the newline) as it is
-  // written, on the writer thread; it must not block.
-  using Watcher = std::function<void(const std::string& line)>;
+  // A watcher sees every event as it is written: its rollout and its line
+  // in sandfence's own schema (whatever the file's format), without the
+  // newline; on the writer thread, so it must not block.
+  using Watcher =
+      std::function<void(const std::string& rollout, const std::string& line)>;
   uint64_t AddWatcher(Watcher watcher);
   void RemoveWatcher(uint64_t id);
 
@@ -84,7 +86,7 @@ class EventStream {
   uint64_t file_bytes_ = 0;
 
   mutable absl::Mutex mu_;
-  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Event> queue_ ABSL_GUARDED_BY(mu_);
   StreamCounts counts_ ABSL_GUARDED_BY(mu_);
   uint64_t lost_reported_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // lines ever queued
