@@ -554,58 +554,6 @@ TEST_F(DaemonTest, FiftyConcurrentRolloutsDoNotCrossTalk) {
 // SIGKILL the daemon mid-rollout: the sandbox stays enforced while no
 // daemon runs; a new daemon adopts the rollout, its record continues, and
 // the gap is marked.
-// A root process outside any sandbox, with no capabilities. The kernel
-// itself lets a sandboxed root read its /proc entries (same UID, a subset
-// of its capabilities), so what stops the read is the process guard.
-class CaplessRootProcess {
- public:
-  CaplessRootProcess() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      execl("/usr/bin/setpriv", "setpriv", "--bounding-set", "-all",
-            "--inh-caps", "-all", "sleep", "30", nullptr);
-      _exit(127);
-    }
-    // Ready once setpriv has become sleep (no capabilities left).
-    for (int i = 0; i < 1000 && pid_ > 0; ++i) {
-      std::ifstream comm(absl::StrCat("/proc/", pid_, "/comm"));
-      std::string name;
-      std::getline(comm, name);
-      if (name == "sleep") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  ~CaplessRootProcess() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_;
-};
-
-// Runs `cat /proc/<pid>/environ` in the sandbox; its shell-style status:
-// 128+SIGKILL when the signal guard killed it, 1 when the open failed.
-int ReadEnvironIn(const std::string& cgroup_path, pid_t pid) {
-  absl::StatusOr<Cgroup> cg = Cgroup::Open(cgroup_path);
-  if (!cg.ok()) {
-    ADD_FAILURE() << cg.status();
-    return -1;
-  }
-  SpawnOptions spawn;
-  spawn.cgroup_fd = cg->fd();
-  spawn.argv = {"sh", "-c",
-                absl::StrCat("exec cat /proc/", pid, "/environ >/dev/null")};
-  absl::StatusOr<pid_t> reader = SpawnInCgroup(spawn);
-  if (!reader.ok()) {
-    ADD_FAILURE() << reader.status();
-    return -1;
-  }
-  absl::StatusOr<int> status = WaitForExit(*reader);
-  return status.ok() ? *status : -1;
-}
-
 TEST_F(DaemonTest, SigkillKeepsEnforcingAndRestartAdopts) {
   v1::StartRolloutResponse started;
   ASSERT_TRUE(Start(Request("crash-1"), &started).ok());

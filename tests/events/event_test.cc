@@ -233,7 +233,7 @@ TEST_F(EventStreamTest, AppendsOneLinePerEventAndWatchersSeeThem) {
   ASSERT_TRUE(stream.ok()) << stream.status();
   std::vector<std::string> watched;
   absl::Mutex mu;
-  (*stream)->AddWatcher([&](const std::string&, const std::string& line) {
+  (*stream)->AddWatcher([&](const Event&, const std::string& line) {
     absl::MutexLock lock(&mu);
     watched.push_back(line);
   });

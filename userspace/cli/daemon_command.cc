@@ -13,11 +13,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "cli/daemon_client.h"
+#include "cli/event_flags.h"
 #include "cli/policy_flags.h"
 #include "common/ip.h"
 #include "common/status.h"
 #include "daemon/daemon_server.h"
 #include "daemon/grpc_service.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "records/boot_clock.h"
 #include "records/report.h"
@@ -132,6 +134,7 @@ int DaemonCommand(int argc, char** argv) {
         metrics_address_given = true;
         return absl::OkStatus();
       });
+  RegisterEventFlags(&flags, &options.events);
   flags.AddBoolFlag("metrics-per-rollout",
                     "label the per-rollout metrics (DNS) with rollout=\"ID\" "
                     "instead of summing them: a series set per rollout",
@@ -256,6 +259,97 @@ int RolloutsCommand(int argc, char** argv) {
                 static_cast<unsigned long long>(r.denied()),
                 r.cgroup_path().c_str(), note.c_str());
   }
+  return kExitOk;
+}
+
+namespace {
+
+// One event line as a person reads it: time, rollout, kind, verdict and
+// what was decided; the line itself when it is not an object we know.
+std::string EventText(const std::string& line) {
+  google::protobuf::Struct s;
+  if (!google::protobuf::util::JsonStringToMessage(line, &s).ok()) return line;
+  const auto str = [&s](const char* key) -> std::string {
+    auto it = s.fields().find(key);
+    return it == s.fields().end() ? "" : it->second.string_value();
+  };
+  const auto sub = [&s](const char* key, const char* member) -> std::string {
+    auto it = s.fields().find(key);
+    if (it == s.fields().end()) return "";
+    const auto& f = it->second.struct_value().fields();
+    auto m = f.find(member);
+    if (m == f.end()) return "";
+    return m->second.has_number_value()
+               ? absl::StrCat(static_cast<int64_t>(m->second.number_value()))
+               : m->second.string_value();
+  };
+  std::string what;
+  const std::string kind = str("kind");
+  if (kind == "network") {
+    what = absl::StrCat(str("protocol"), " ", sub("destination", "address"),
+                        ":", sub("destination", "port"));
+  } else if (kind == "unix") {
+    what = sub("peer", "path");
+  } else if (kind == "dns") {
+    what = absl::StrCat(str("name"), " ", str("type"), " ", str("rcode"));
+  } else if (kind == "guard") {
+    what = absl::StrCat(str("action"), " ", str("detail"), " -> pid ",
+                        sub("target", "pid"));
+  } else if (kind == "phase") {
+    what = s.fields().count("ended") ? "ended" : str("from");
+  } else {
+    what = str("reason");
+  }
+  std::string who;
+  if (!sub("process", "comm").empty()) {
+    who = absl::StrCat("  pid ", sub("process", "pid"), " (",
+                       sub("process", "comm"), ")");
+  }
+  return absl::StrCat(str("time"), " ", str("rollout"), " ", str("phase"), " ",
+                      kind, " ", str("verdict"), " ", what, who);
+}
+
+}  // namespace
+
+int WatchCommand(int argc, char** argv) {
+  std::string socket = kDefaultSocketPath;
+  bool json = false;
+  absl::StatusOr<std::vector<std::string>> pos = ParseClientFlags(
+      argc, argv, 1, &socket, &json,
+      "sandfence watch [ROLLOUT] [--json]\n\n"
+      "Prints the daemon's decisions as they are made, one line each: of the\n"
+      "rollout until it ends, or of every rollout until interrupted. --json:\n"
+      "each as its line of the event stream (docs/events.md)");
+  if (!pos.ok()) {
+    Fail("watch", pos.status());
+    return kExitUsage;
+  }
+  if (!pos->empty() && (*pos)[0] == "--help") return kExitOk;
+  if (pos->size() > 1) {
+    std::fprintf(stderr, "sandfence watch: takes at most one rollout\n");
+    return kExitUsage;
+  }
+  auto stub = ConnectDaemon(socket);
+  grpc::ClientContext ctx;
+  v1::WatchEventsRequest req;
+  if (!pos->empty()) req.set_rollout_id((*pos)[0]);
+  req.set_lines(true);
+  std::unique_ptr<grpc::ClientReader<v1::RolloutEvent>> reader =
+      stub->WatchEvents(&ctx, req);
+  v1::RolloutEvent event;
+  while (reader->Read(&event)) {
+    if (event.missed() > 0) {
+      std::fprintf(stderr,
+                   "sandfence watch: %llu events missed (read too slowly; "
+                   "the records have them)\n",
+                   static_cast<unsigned long long>(event.missed()));
+    }
+    const std::string text = json ? event.line() : EventText(event.line());
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return Fail("watch", DaemonCallStatus(s, socket));
   return kExitOk;
 }
 

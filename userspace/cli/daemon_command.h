@@ -15,6 +15,8 @@ int DaemonCommand(int argc, char** argv);
 int RolloutsCommand(int argc, char** argv);
 int HealthCommand(int argc, char** argv);
 int PhaseCommand(int argc, char** argv);
+// `sandfence watch [ROLLOUT] [--json]`: the event lines as they come.
+int WatchCommand(int argc, char** argv);
 // `records get ...`: argv[0] is "records", argv[1] "get".
 int RecordsGetCommand(int argc, char** argv);
 

@@ -6,41 +6,41 @@
 
 namespace sandfence {
 
-void RegisterEventFlags(FlagParser* parser, EventFlags* flags) {
+void RegisterEventFlags(FlagParser* parser, events::StreamOptions* options) {
   parser->AddValueFlag(
       "events-out", "PATH|-",
       "write every decision as a line of JSON (docs/events.md) to PATH "
       "(appended, rotated by size) or to standard output",
-      [flags](absl::string_view v) {
+      [options](absl::string_view v) {
         if (v.empty()) return Malformed("empty path");
-        flags->stream.path = std::string(v);
+        options->path = std::string(v);
         return absl::OkStatus();
       });
   parser->AddValueFlag(
       "events-format", "jsonl|ocsf",
       "the lines' schema: sandfence's own (jsonl, the default) or OCSF 1.3 "
       "(Network Activity, DNS Activity, Process Activity)",
-      [flags](absl::string_view v) -> absl::Status {
+      [options](absl::string_view v) -> absl::Status {
         absl::StatusOr<events::Format> f = events::ParseFormat(v);
         if (!f.ok()) return Malformed("expected jsonl or ocsf");
-        flags->stream.format = *f;
+        options->format = *f;
         return absl::OkStatus();
       });
   parser->AddValueFlag(
       "events-max-bytes", "BYTES",
       "rotate the events file before it passes BYTES (PATH -> PATH.1 ...; "
       "default 67108864; 0: never)",
-      [flags](absl::string_view v) {
-        if (!absl::SimpleAtoi(v, &flags->stream.max_bytes)) {
+      [options](absl::string_view v) {
+        if (!absl::SimpleAtoi(v, &options->max_bytes)) {
           return Malformed("expected a number of bytes");
         }
         return absl::OkStatus();
       });
   parser->AddValueFlag(
       "events-keep", "N", "rotated events files kept (default 4)",
-      [flags](absl::string_view v) {
-        if (!absl::SimpleAtoi(v, &flags->stream.keep) ||
-            flags->stream.keep < 0 || flags->stream.keep > 1000) {
+      [options](absl::string_view v) {
+        if (!absl::SimpleAtoi(v, &options->keep) ||
+            options->keep < 0 || options->keep > 1000) {
           return Malformed("expected a number from 0 to 1000");
         }
         return absl::OkStatus();
@@ -48,9 +48,9 @@ void RegisterEventFlags(FlagParser* parser, EventFlags* flags) {
 }
 
 absl::StatusOr<std::shared_ptr<events::EventStream>> OpenEventStream(
-    const EventFlags& flags) {
-  if (flags.stream.path.empty()) return nullptr;
-  return events::EventStream::Open(flags.stream);
+    const events::StreamOptions& options) {
+  if (options.path.empty()) return nullptr;
+  return events::EventStream::Open(options);
 }
 
 void EmitRefusal(events::EventStream* stream, const std::string& rollout,

@@ -12,15 +12,13 @@
 
 namespace sandfence {
 
-struct EventFlags {
-  events::StreamOptions stream;  // path "": no --events-out
-};
-
-void RegisterEventFlags(FlagParser* parser, EventFlags* flags);
+// --events-out, --events-format, --events-max-bytes, --events-keep into
+// *options (path "": no --events-out).
+void RegisterEventFlags(FlagParser* parser, events::StreamOptions* options);
 
 // The stream the flags ask for; null without --events-out.
 absl::StatusOr<std::shared_ptr<events::EventStream>> OpenEventStream(
-    const EventFlags& flags);
+    const events::StreamOptions& options);
 
 // A refusal (nothing started) as a line of the stream: its typed cause,
 // whether a retry can help, and the message.

@@ -30,6 +30,7 @@ void PrintUsage(FILE* out) {
       "  rollouts             list the daemon's open rollouts\n"
       "  health               whether the daemon answers (a probe)\n"
       "  phase ROLLOUT PHASE  switch a rollout's phase\n"
+      "  watch                the daemon's decisions as they are made\n"
       "  records get ROLLOUT  a rollout's record, from the daemon\n"
       "  oci-hook STAGE       an OCI runtime hook: a container's rollout\n"
       "  version              print sandfence's version (also --version)\n"
@@ -53,6 +54,7 @@ constexpr Command kCommands[] = {
     {"rollouts", sandfence::RolloutsCommand},
     {"health", sandfence::HealthCommand},
     {"phase", sandfence::PhaseCommand},
+    {"watch", sandfence::WatchCommand},
     {"oci-hook", sandfence::OciHookCommand},
 };
 

@@ -57,7 +57,7 @@ struct RunFlags {
   std::string record_path;
   std::optional<GuardMode> guard;
   bool allow_audit = false;
-  EventFlags events;
+  events::StreamOptions events;  // --events-out and its kin
   std::shared_ptr<events::EventStream> stream;  // opened from `events`
   bool json = false;
 };

@@ -260,8 +260,14 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   absl::StatusOr<UniqueFd> socket_lock = LockSocket(path);
   if (!socket_lock.ok()) return socket_lock.status();
 
+  // The event stream first: refusals and adoptions are lines too.
+  absl::StatusOr<std::shared_ptr<events::EventStream>> stream =
+      events::EventStream::Open(options.events);
+  if (!stream.ok()) return stream.status();
+  ManagerOptions manager_options = options.manager;
+  manager_options.events = *stream;
   absl::StatusOr<std::unique_ptr<RolloutManager>> manager =
-      RolloutManager::Create(options.manager);
+      RolloutManager::Create(manager_options);
   if (!manager.ok()) return manager.status();
   // A root agent holding the lock would keep every later daemon out.
   if (absl::Status s = (*manager)->Protect(absl::StrCat(path, ".lock"));

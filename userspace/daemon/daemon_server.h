@@ -13,6 +13,7 @@
 #include "common/ip.h"
 #include "daemon/metrics_server.h"
 #include "daemon/rollout_manager.h"
+#include "events/event_stream.h"
 
 namespace sandfence {
 
@@ -30,6 +31,9 @@ struct DaemonOptions {
   MetricsOptions metrics;
   // Events held per WatchEvents caller before a slow one misses some.
   size_t watch_queue = 65536;
+  // `--events-out` (path "" = no file; the stream still feeds the
+  // watchers of `watch --json`).
+  events::StreamOptions events;
 };
 
 // Blocks until SIGTERM or SIGINT; open rollouts then stay enforced (pinned)

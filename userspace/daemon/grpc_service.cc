@@ -1,5 +1,6 @@
 #include "daemon/grpc_service.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -14,8 +15,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/status.h"
+#include "events/event.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "records/boot_clock.h"
 
 namespace sandfence {
 namespace {
@@ -181,9 +184,28 @@ class WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Finish(ToGrpcStatus(s));
       return;
     }
-    absl::StatusOr<uint64_t> id = manager_->Watch(
-        request_.rollout_id(),
-        [queue = queue_](const v1::RolloutEvent& e) { queue->Push(e); });
+    absl::StatusOr<uint64_t> id =
+        request_.lines()
+            ? manager_->WatchLines(
+                  request_.rollout_id(),
+                  [queue = queue_, ended = ended_,
+                   rollout = request_.rollout_id()](const events::Event& e,
+                                                    const std::string& line) {
+                    v1::RolloutEvent out;
+                    *out.mutable_time() = UnixNsToTimestamp(e.unix_ns);
+                    out.set_rollout_id(e.rollout);
+                    out.set_line(line);
+                    queue->Push(out);
+                    if (!rollout.empty() && e.rollout == rollout &&
+                        e.kind == events::Kind::kPhase && e.ended) {
+                      ended->store(true);
+                    }
+                  })
+            : manager_->Watch(
+                  request_.rollout_id(),
+                  [queue = queue_](const v1::RolloutEvent& e) {
+                    queue->Push(e);
+                  });
     if (!id.ok()) {
       Finish(ToGrpcStatus(id.status()));
       return;
@@ -207,10 +229,22 @@ class WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  private:
   void Run(uint64_t watch_id) {
     bool open = true;
+    absl::Time closed_at = absl::InfiniteFuture();
     while (open && !Stopped()) {
       // Checked before taking, so that the events of the rollout's last
       // moments (drained at EndRollout) are still sent.
-      open = manager_->IsOpen(request_.rollout_id());
+      if (!request_.lines()) {
+        open = manager_->IsOpen(request_.rollout_id());
+      } else if (!request_.rollout_id().empty()) {
+        // Lines arrive from the stream's writer after the fact: the
+        // rollout's last one (ended) closes the watch, or, should it never
+        // come, two seconds after the rollout closed.
+        if (!manager_->IsOpen(request_.rollout_id()) &&
+            closed_at == absl::InfiniteFuture()) {
+          closed_at = absl::Now();
+        }
+        open = !ended_->load() && absl::Now() - closed_at < absl::Seconds(2);
+      }
       uint64_t missed = 0;
       std::deque<v1::RolloutEvent> events =
           queue_->Take(absl::Milliseconds(200), &missed);
@@ -219,7 +253,11 @@ class WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         if (!Write(e)) break;
       }
     }
-    manager_->Unwatch(watch_id);
+    if (request_.lines()) {
+      manager_->UnwatchLines(watch_id);
+    } else {
+      manager_->Unwatch(watch_id);
+    }
     Finish(grpc::Status::OK);  // `this` may be gone after this
   }
   bool Stopped() {
@@ -244,6 +282,9 @@ class WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   RolloutManager* manager_;
   v1::WatchEventsRequest request_;
   std::shared_ptr<EventQueue> queue_;
+  // Set by the line sink when the watched rollout's last line passed.
+  std::shared_ptr<std::atomic<bool>> ended_ =
+      std::make_shared<std::atomic<bool>>(false);
   std::mutex mu_;
   std::condition_variable cv_;
   bool writing_ = false;

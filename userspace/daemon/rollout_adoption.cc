@@ -161,6 +161,7 @@ absl::Status RolloutManager::Adopt(v1::RolloutState state) {
   spec.guard_mode = mode.ok() ? *mode : GuardMode::kAuto;
   spec.believed_phase = state.phase();
   spec.record_path = JournalPath(id, state.journal_path_size());
+  spec.events = options_.events;
   absl::StatusOr<std::unique_ptr<Sandbox>> sandbox =
       Sandbox::Adopt(enforcement_.get(), std::move(spec));
   if (!sandbox.ok()) return sandbox.status();

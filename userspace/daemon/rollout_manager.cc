@@ -228,6 +228,16 @@ absl::StatusOr<CgroupRef> RolloutManager::CheckExistingCgroup(
 
 absl::StatusOr<v1::StartRolloutResponse> RolloutManager::Start(
     const v1::StartRolloutRequest& request) {
+  absl::StatusOr<v1::StartRolloutResponse> out = StartOrRefuse(request);
+  if (!out.ok() && options_.events) {
+    options_.events->Emit(events::RefusalEvent(
+        request.rollout_id(), request.initial_phase(), out.status()));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::StartRolloutResponse> RolloutManager::StartOrRefuse(
+    const v1::StartRolloutRequest& request) {
   if (absl::Status s = ValidateRolloutId(request.rollout_id()); !s.ok()) {
     ++refusals_;
     return s;
@@ -399,6 +409,7 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
     spec.netns_fd = netns.get();
   }
   spec.record_path = JournalPath(id, 0);
+  spec.events = options_.events;
 
   // 4. The sandbox's life starts (refusals of the guard mode come first).
   absl::StatusOr<std::unique_ptr<Sandbox>> sandbox =
@@ -653,6 +664,32 @@ absl::StatusOr<v1::GetRecordResponse> RolloutManager::GetRecord(
         absl::StrCat("record ", FinalRecordPath(rollout_id), " is corrupt"));
   }
   return out;
+}
+
+absl::StatusOr<uint64_t> RolloutManager::WatchLines(
+    const std::string& rollout_id, LineSink sink) {
+  if (!options_.events) {
+    return absl::FailedPreconditionError("this daemon has no event stream");
+  }
+  if (!rollout_id.empty()) {
+    if (absl::Status s = ValidateRolloutId(rollout_id); !s.ok()) return s;
+    if (!IsOpen(rollout_id)) {
+      return absl::NotFoundError(
+          absl::StrCat("no open rollout \"", rollout_id, "\""));
+    }
+  }
+  return options_.events->AddWatcher(
+      [rollout_id, sink = std::move(sink)](const events::Event& e,
+                                           const std::string& line) {
+        // Host-wide lines (the stream's own losses) go to every watcher.
+        if (rollout_id.empty() || e.rollout.empty() || e.rollout == rollout_id) {
+          sink(e, line);
+        }
+      });
+}
+
+void RolloutManager::UnwatchLines(uint64_t watch_id) {
+  if (options_.events) options_.events->RemoveWatcher(watch_id);
 }
 
 }  // namespace sandfence

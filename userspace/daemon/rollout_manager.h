@@ -34,6 +34,7 @@
 #include "common/ip.h"
 #include "daemon/rollout_totals.h"
 #include "daemon/state_store.h"
+#include "events/event_stream.h"
 #include "host/host_state.h"
 #include "records/boot_clock.h"
 #include "records/recorder.h"
@@ -61,6 +62,9 @@ struct ManagerOptions {
   size_t max_open_rollouts = 4096;
   // How often the daemon ends the sandboxes of dead `sandfence run`s.
   int reap_interval_ms = 5000;
+  // Every rollout's decisions, its refusals included, as event lines
+  // (`--events-out`, and the watchers of `watch --json`); null: none.
+  std::shared_ptr<events::EventStream> events;
 };
 
 // What the Prometheus endpoint shows.
@@ -127,6 +131,7 @@ class RolloutManager {
   // ids adopted. Call once, before serving.
   std::vector<std::string> AdoptAndStart();
 
+  // A refusal is also an event line (ManagerOptions::events).
   absl::StatusOr<v1::StartRolloutResponse> Start(
       const v1::StartRolloutRequest& request);
   absl::StatusOr<v1::SetPhaseResponse> SetPhase(const std::string& rollout_id,
@@ -148,6 +153,13 @@ class RolloutManager {
   using EventSink = std::function<void(const v1::RolloutEvent&)>;
   absl::StatusOr<uint64_t> Watch(const std::string& rollout_id, EventSink sink);
   void Unwatch(uint64_t watch_id);
+  // Every event line of the rollout ("" = of every rollout) until
+  // UnwatchLines; the sink runs on the stream's writer and must not block.
+  using LineSink =
+      std::function<void(const events::Event& event, const std::string& line)>;
+  absl::StatusOr<uint64_t> WatchLines(const std::string& rollout_id,
+                                      LineSink sink);
+  void UnwatchLines(uint64_t watch_id);
   // Whether the rollout is open (a watch ends when it is not).
   bool IsOpen(const std::string& rollout_id);
   void CountWatchMissed(uint64_t n) { watch_missed_ += n; }
@@ -171,6 +183,8 @@ class RolloutManager {
   RolloutManager(ManagerOptions options,
                  std::unique_ptr<HostEnforcement> enforcement,
                  std::unique_ptr<StateStore> store);
+  absl::StatusOr<v1::StartRolloutResponse> StartOrRefuse(
+      const v1::StartRolloutRequest& request);
   absl::Status StartLocked(const v1::StartRolloutRequest& request,
                            Rollout* rollout);
   absl::Status Adopt(v1::RolloutState state);

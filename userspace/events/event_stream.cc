@@ -193,7 +193,7 @@ void EventStream::Loop() {
           options_.path.empty() || WriteLine(Render(loss, options_.format));
       if (!watchers.empty()) {
         const std::string line = RenderJson(loss);
-        for (const Watcher& w : watchers) w(loss.rollout, line);
+        for (const Watcher& w : watchers) w(loss, line);
       }
       absl::MutexLock lock(&mu_);
       if (ok) {
@@ -213,7 +213,7 @@ void EventStream::Loop() {
           WriteLine(options_.format == Format::kJsonLines
                         ? line
                         : Render(event, options_.format));
-      for (const Watcher& w : watchers) w(event.rollout, line);
+      for (const Watcher& w : watchers) w(event, line);
       absl::MutexLock lock(&mu_);
       if (ok && has_output) ++counts_.written;
       if (!ok) ++counts_.lost;

@@ -64,11 +64,11 @@ class EventStream {
   void Flush();
   StreamCounts counts() const;
 
-  // A watcher sees every event as it is written: its rollout and its line
-  // in sandfence's own schema (whatever the file's format), without the
+  // A watcher sees every event as it is written, with its line in
+  // sandfence's own schema (whatever the file's format), without the
   // newline; on the writer thread, so it must not block.
   using Watcher =
-      std::function<void(const std::string& rollout, const std::string& line)>;
+      std::function<void(const Event& event, const std::string& line)>;
   uint64_t AddWatcher(Watcher watcher);
   void RemoveWatcher(uint64_t id);
 
