@@ -5,8 +5,12 @@
 // reports what it could not deliver.
 #include "events/event.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <map>
 
 #include <fstream>
 #include <sstream>
@@ -15,7 +19,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/unique_fd.h"
 #include "events/event_stream.h"
+#include "events/journal_entry.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -293,6 +299,78 @@ TEST_F(EventStreamTest, ALossLineSaysWhatWasDropped) {
   EXPECT_EQ(Field(Field(s, "counts").struct_value(), "event_lines_lost")
                 .number_value(),
             5);
+}
+
+// journald's native protocol, parsed as journald parses it: KEY=VALUE
+// lines, or KEY\n<u64 le length><bytes>\n.
+std::map<std::string, std::string> ParseJournal(const std::string& d) {
+  std::map<std::string, std::string> out;
+  size_t i = 0;
+  while (i < d.size()) {
+    const size_t nl = d.find('\n', i);
+    if (nl == std::string::npos) {
+      ADD_FAILURE() << "no newline after byte " << i;
+      break;
+    }
+    const std::string head = d.substr(i, nl - i);
+    if (const size_t eq = head.find('='); eq != std::string::npos) {
+      out[head.substr(0, eq)] = head.substr(eq + 1);
+      i = nl + 1;
+      continue;
+    }
+    uint64_t n = 0;
+    for (int b = 0; b < 8; ++b) {
+      n |= static_cast<uint64_t>(static_cast<unsigned char>(d[nl + 1 + b]))
+           << (8 * b);
+    }
+    out[head] = d.substr(nl + 9, n);
+    EXPECT_EQ(d[nl + 9 + n], '\n');
+    i = nl + 9 + n + 1;
+  }
+  return out;
+}
+
+class JournalTest : public EventStreamTest {};
+
+// A journald stand-in (a datagram socket where journald's would be): the
+// entry carries every field, byte for byte, a hostile process name too.
+TEST_F(JournalTest, AnEventIsOneEntryWithItsFields) {
+  const std::string sock = dir_ + "/journal.sock";
+  UniqueFd server(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  sock.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(server.get(), reinterpret_cast<sockaddr*>(&addr),
+                   sizeof(addr)),
+            0);
+  auto stream =
+      EventStream::Open({.path = "journald", .journal_socket = sock});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Event e = DeniedConnect();
+  e.process.comm = "x\nSANDFENCE_VERDICT=allowed";
+  (*stream)->Emit(e);
+  (*stream)->Flush();
+  char buf[65536];
+  const ssize_t n = ::recv(server.get(), buf, sizeof(buf), MSG_DONTWAIT);
+  ASSERT_GT(n, 0);
+  std::map<std::string, std::string> f =
+      ParseJournal(std::string(buf, static_cast<size_t>(n)));
+  EXPECT_EQ(f["SYSLOG_IDENTIFIER"], "sandfence");
+  EXPECT_EQ(f["PRIORITY"], "4");
+  EXPECT_EQ(f["SANDFENCE_KIND"], "network");
+  EXPECT_EQ(f["SANDFENCE_VERDICT"], "denied");
+  EXPECT_EQ(f["SANDFENCE_ROLLOUT"], "r-1");
+  EXPECT_EQ(f["SANDFENCE_DESTINATION_ADDRESS"], "127.0.0.4");
+  EXPECT_EQ(f["SANDFENCE_DESTINATION_PORT"], "9000");
+  EXPECT_EQ(f["SANDFENCE_COMM"], "x\nSANDFENCE_VERDICT=allowed");
+  EXPECT_EQ(f["MESSAGE"], RenderJson(e));
+}
+
+TEST_F(JournalTest, NoJournaldIsAnErrorThatSaysSo) {
+  auto stream = EventStream::Open(
+      {.path = "journald", .journal_socket = dir_ + "/nothing.sock"});
+  ASSERT_FALSE(stream.ok());
+  EXPECT_NE(stream.status().message().find("journald"), std::string::npos);
 }
 
 }  // namespace

@@ -8,9 +8,10 @@ namespace sandfence {
 
 void RegisterEventFlags(FlagParser* parser, events::StreamOptions* options) {
   parser->AddValueFlag(
-      "events-out", "PATH|-",
+      "events-out", "PATH|-|journald",
       "write every decision as a line of JSON (docs/events.md) to PATH "
-      "(appended, rotated by size) or to standard output",
+      "(appended, rotated by size), to standard output (-), or to journald "
+      "as entries with every field (journald; ./journald for a file)",
       [options](absl::string_view v) {
         if (v.empty()) return Malformed("empty path");
         options->path = std::string(v);

@@ -1,7 +1,9 @@
 #include "events/event_stream.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "events/journal_entry.h"
 
 namespace sandfence::events {
 namespace {
@@ -38,7 +41,22 @@ absl::StatusOr<std::shared_ptr<EventStream>> EventStream::Open(
     StreamOptions options) {
   if (options.keep < 0) options.keep = 0;
   std::shared_ptr<EventStream> s(new EventStream(std::move(options)));
-  if (s->options_.path == "-") {
+  if (s->journal()) {
+    s->fd_ = UniqueFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!s->fd_) return ErrnoError(errno, "events: journald socket");
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (s->options_.journal_socket.size() >= sizeof(addr.sun_path)) {
+      return Malformed("events: the journal socket path is too long");
+    }
+    s->options_.journal_socket.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+    if (::connect(s->fd_.get(), reinterpret_cast<sockaddr*>(&addr),
+                  sizeof(addr)) != 0) {
+      return ErrnoError(errno, absl::StrCat("events: journald at ",
+                                            s->options_.journal_socket,
+                                            " (is systemd-journald running?)"));
+    }
+  } else if (s->options_.path == "-") {
     s->fd_ = UniqueFd(::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3));
     if (!s->fd_) return ErrnoError(errno, "events: standard output");
   } else if (!s->options_.path.empty()) {
@@ -144,6 +162,16 @@ void EventStream::Rotate() {
   ++counts_.rotations;
 }
 
+bool EventStream::SendJournal(const Event& event, const std::string& line) {
+  const std::string entry = EncodeJournalEntry(JournalFields(event, line));
+  for (;;) {
+    if (::send(fd_.get(), entry.data(), entry.size(), MSG_NOSIGNAL) >= 0) {
+      return true;
+    }
+    if (errno != EINTR) return false;
+  }
+}
+
 bool EventStream::WriteLine(const std::string& line) {
   if (regular_file_ && options_.max_bytes > 0 && file_bytes_ > 0 &&
       file_bytes_ + line.size() + 1 > options_.max_bytes) {
@@ -189,10 +217,13 @@ void EventStream::Loop() {
       loss.verdict = "lost";
       loss.reason = "event lines the stream could not deliver";
       loss.counts = {{"event_lines_lost", lost_total}};
+      const std::string json = RenderJson(loss);
       const bool ok =
-          options_.path.empty() || WriteLine(Render(loss, options_.format));
+          options_.path.empty() ||
+          (journal() ? SendJournal(loss, json)
+                     : WriteLine(Render(loss, options_.format)));
       if (!watchers.empty()) {
-        const std::string line = RenderJson(loss);
+        const std::string& line = json;
         for (const Watcher& w : watchers) w(loss, line);
       }
       absl::MutexLock lock(&mu_);
@@ -210,9 +241,11 @@ void EventStream::Loop() {
       if (has_output || !watchers.empty()) line = RenderJson(event);
       const bool ok =
           !has_output ||
-          WriteLine(options_.format == Format::kJsonLines
-                        ? line
-                        : Render(event, options_.format));
+          (options_.format == Format::kJsonLines
+               ? (journal() ? SendJournal(event, line) : WriteLine(line))
+               : (journal()
+                      ? SendJournal(event, Render(event, options_.format))
+                      : WriteLine(Render(event, options_.format))));
       for (const Watcher& w : watchers) w(event, line);
       absl::MutexLock lock(&mu_);
       if (ok && has_output) ++counts_.written;

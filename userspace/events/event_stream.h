@@ -23,12 +23,16 @@
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
 #include "events/event.h"
+#include "events/journal_entry.h"
 
 namespace sandfence::events {
 
 struct StreamOptions {
-  // A file path, or "-" for standard output.
+  // A file path, "-" for standard output, or "journald": native journal
+  // entries with every field (events/journal_entry.h).
   std::string path;
+  // journald's socket (tests point it elsewhere).
+  std::string journal_socket = kJournalSocket;
   Format format = Format::kJsonLines;
   // Rotate a file once it would pass this many bytes (PATH -> PATH.1 ->
   // ... -> PATH.<keep>); 0: never.
@@ -78,6 +82,8 @@ class EventStream {
   void Loop();
   // Writes one line (and rotates before it when due); false if it failed.
   bool WriteLine(const std::string& line);
+  bool SendJournal(const Event& event, const std::string& line);
+  bool journal() const { return options_.path == "journald"; }
   void Rotate();
 
   const StreamOptions options_;
