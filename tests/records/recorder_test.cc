@@ -307,19 +307,20 @@ TEST_F(RecorderTest, JsonParsesBackIntoTheSameRecord) {
     EXPECT_TRUE(
         google::protobuf::util::MessageDifferencer::Equals(parsed, *record))
         << "dns " << dns;
-    // The canonical names jq users write.
-    std::vector<const char*> keys = {"\"netAttempt\"",
+    // The proto's own names (snake_case, as every --json), which jq users
+    // write.
+    std::vector<const char*> keys = {"\"net_attempt\"",
                                      "\"timeline\"",
                                      "\"lossy\": false",
                                      "\"complete\": true",
                                      "\"verdict\": \"VERDICT_DENY\"",
-                                     "\"allowedAs\": \"model.internal\"",
-                                     "\"dnsQuery\": ["};
+                                     "\"allowed_as\": \"model.internal\"",
+                                     "\"dns_query\": ["};
     if (dns) {
       keys.insert(keys.end(),
-                  {"\"name\": \"api.model.test\"", "\"typeName\": \"HTTPS\"",
+                  {"\"name\": \"api.model.test\"", "\"type_name\": \"HTTPS\"",
                    "\"verdict\": \"blocked\"", "\"transport\": \"udp,tcp\"",
-                   "\"address\": [", "\"dnsQueries\": \"23\""});
+                   "\"address\": [", "\"dns_queries\": \"23\""});
     }
     for (const char* key : keys) {
       EXPECT_TRUE(absl::StrContains(*json, key))
