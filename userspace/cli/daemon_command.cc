@@ -1,5 +1,6 @@
 #include "cli/daemon_command.h"
 
+#include <grp.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
@@ -67,6 +68,21 @@ int DaemonCommand(int argc, char** argv) {
       "the gRPC Unix socket (default " + std::string(kDefaultSocketPath) + ")",
       [&](absl::string_view v) {
         return NonEmptyValue(v, &options.socket_path);
+      });
+  flags.AddValueFlag(
+      "socket-group", "GROUP",
+      "let GROUP (a name or a number) call the daemon: the socket becomes "
+      "root:GROUP 0660; calls from inside sandboxes stay refused",
+      [&](absl::string_view v) -> absl::Status {
+        gid_t gid = 0;
+        if (!absl::SimpleAtoi(v, &gid)) {
+          const std::string name(v);
+          struct group* g = ::getgrnam(name.c_str());
+          if (g == nullptr) return Malformed("no such group");
+          gid = g->gr_gid;
+        }
+        options.socket_group = gid;
+        return absl::OkStatus();
       });
   flags.AddValueFlag(
       "records-dir", "DIR",

@@ -136,7 +136,27 @@ class Acceptor {
   std::thread thread_;
 };
 
-absl::StatusOr<UniqueFd> Listen(const std::string& path) {
+// Opens the socket's directory to the group (search only), when it is a
+// directory only root can enter: /run/sandfence, not /tmp or /run, whose
+// modes already let the group through and are not the daemon's to change.
+absl::Status OpenDirectoryToGroup(const std::string& dir, gid_t group) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    return ErrnoError(errno, absl::StrCat("stat ", dir));
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != 0) {
+    return Rejected(absl::StrCat("--socket-group: the socket's directory ", dir,
+                                 " is not a directory owned by root"));
+  }
+  if ((st.st_mode & 0077) != 0 && st.st_gid != group) return absl::OkStatus();
+  if (::chown(dir.c_str(), 0, group) != 0 || ::chmod(dir.c_str(), 0710) != 0) {
+    return ErrnoError(errno, absl::StrCat("open ", dir, " to the group"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> Listen(const std::string& path,
+                                std::optional<gid_t> group) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) {
     return Malformed(absl::StrCat("socket path ", path, " is too long"));
@@ -151,6 +171,11 @@ absl::StatusOr<UniqueFd> Listen(const std::string& path) {
                         sizeof(addr));
   ::umask(old_mask);
   if (rc != 0) return ErrnoError(errno, absl::StrCat("bind ", path));
+  // The group's only after it owns it: no one else can connect in between.
+  if (group.has_value() &&
+      (::chown(path.c_str(), 0, *group) != 0 || ::chmod(path.c_str(), 0660) != 0)) {
+    return ErrnoError(errno, absl::StrCat("give ", path, " to its group"));
+  }
   if (::listen(fd.get(), 128) != 0) {
     return ErrnoError(errno, absl::StrCat("listen ", path));
   }
@@ -256,6 +281,12 @@ absl::Status RunDaemon(const DaemonOptions& options) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
       return ErrnoError(errno, absl::StrCat("create ", dir));
     }
+    if (options.socket_group.has_value()) {
+      if (absl::Status s = OpenDirectoryToGroup(dir, *options.socket_group);
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   absl::StatusOr<UniqueFd> socket_lock = LockSocket(path);
   if (!socket_lock.ok()) return socket_lock.status();
@@ -278,7 +309,7 @@ absl::Status RunDaemon(const DaemonOptions& options) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError(errno, absl::StrCat("remove stale socket ", path));
   }
-  absl::StatusOr<UniqueFd> listen_fd = Listen(path);
+  absl::StatusOr<UniqueFd> listen_fd = Listen(path, options.socket_group);
   if (!listen_fd.ok()) return listen_fd.status();
   if (absl::Status s = (*manager)->Protect(path); !s.ok()) return s;
 

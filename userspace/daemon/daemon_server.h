@@ -4,6 +4,7 @@
 #define SANDFENCE_DAEMON_DAEMON_SERVER_H_
 
 #include <netinet/in.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
@@ -22,6 +23,11 @@ inline constexpr char kDefaultSocketPath[] = "/run/sandfence/sandfence.sock";
 struct DaemonOptions {
   ManagerOptions manager;
   std::string socket_path = kDefaultSocketPath;
+  // `--socket-group`: the socket is root:GROUP 0660 (and a root-private
+  // directory of it root:GROUP 0710), so that a non-root framework in that
+  // group can call the daemon. Calls from inside sandboxes stay refused,
+  // whoever makes them. Unset: root only (0600).
+  std::optional<gid_t> socket_group;
   // Prometheus endpoint on metrics_address; none = off, 0 = a free port
   // the kernel picks (the log names it).
   std::optional<uint16_t> metrics_port;
