@@ -155,18 +155,28 @@ TEST_F(RunEventsTest, TheSummaryAsJson) {
   Result r = Sandfence({"run", "--network-access", "model_only", "--model",
                         ModelUrl(), "--json", "--", "bash", "-c",
                         absl::StrCat("{ ", AllowedAndDenied(), "; } 2>/dev/null")});
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  std::vector<std::string> err =
-      absl::StrSplit(r.err, '\n', absl::SkipEmpty());
-  ASSERT_FALSE(err.empty());
-  const std::vector<Struct> parsed = ParseLines(err.back());
-  ASSERT_EQ(parsed.size(), 1u) << r.err;
+  // Every failure below shows the whole run: a flake in CI must be
+  // diagnosable from its log alone.
+  SCOPED_TRACE(absl::StrCat("stdout:\n", r.out, "\nstderr:\n", r.err));
+  ASSERT_EQ(r.status, 0);
+  // The summary is the last line sandfence itself writes; it is found by
+  // its first key, so a line the kernel or a library adds cannot hide it.
+  std::vector<std::string> summaries;
+  for (absl::string_view line :
+       absl::StrSplit(r.err, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "{\"exit_status\":")) {
+      summaries.emplace_back(line);
+    }
+  }
+  ASSERT_EQ(summaries.size(), 1u);
+  const std::vector<Struct> parsed = ParseLines(summaries[0]);
+  ASSERT_EQ(parsed.size(), 1u);
   const Struct& s = parsed[0];
   EXPECT_EQ(Str(s, "network_access"), "model_only");
   EXPECT_EQ(s.fields().at("exit_status").number_value(), 0);
   EXPECT_EQ(Sub(s, "counters").fields().at("denied").number_value(), 1);
   const auto& denied = s.fields().at("denied").list_value();
-  ASSERT_EQ(denied.values_size(), 1) << r.err;
+  ASSERT_EQ(denied.values_size(), 1);
   EXPECT_EQ(Str(denied.values(0).struct_value(), "destination"),
             absl::StrCat("127.0.0.4:", other_.port));
   EXPECT_FALSE(Str(Sub(s, "guard"), "enforcer").empty());
