@@ -29,6 +29,64 @@ def _to_dict(message: Any) -> Dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
+def start_request(rollout_id: str, *, network_access: Any = None,
+                  policy: Union[None, str, policy_pb2.PolicySet] = None,
+                  policy_file: Optional[str] = None,
+                  models: Union[str, Sequence[str]] = (),
+                  tools: Iterable[ToolLike] = (),
+                  allow: Iterable[Union[policy_pb2.AllowRule, Dict[str, Any]]] = (),
+                  cgroup_path: Optional[str] = None, own_netns: bool = False,
+                  netns_path: Optional[str] = None, borrowed: bool = False,
+                  initial_phase: Optional[str] = None,
+                  **request_fields: Any) -> daemon_pb2.StartRolloutRequest:
+    """The StartRolloutRequest for Client.start_rollout's arguments (and
+    AsyncClient's): one place that spells the request."""
+    req = daemon_pb2.StartRolloutRequest(rollout_id=rollout_id)
+    given = [n for n, v in (("network_access", network_access), ("policy", policy),
+                            ("policy_file", policy_file)) if v is not None]
+    if len(given) != 1:
+        raise Malformed("give exactly one of network_access, policy, policy_file "
+                        f"(given: {', '.join(given) or 'none'})", field="policy")
+    if network_access is not None:
+        req.network_access = _ACCESS_ENUM[access_name(network_access)]
+    elif isinstance(policy, policy_pb2.PolicySet):
+        req.policy_set.CopyFrom(policy)
+    elif isinstance(policy, str):
+        req.policy_text = policy
+    elif policy_file is not None:
+        req.policy_file = policy_file
+    else:
+        raise TypeError("policy must be a PolicySet or its text format")
+    if cgroup_path is None:
+        req.sandbox.create = True
+    else:
+        req.sandbox.cgroup_path = cgroup_path
+    for url in ([models] if isinstance(models, str) else models):
+        req.endpoints.model.append(url)
+    for t in tools:
+        tool = as_tool(t)
+        req.endpoints.tool.add(url=tool.url, required=tool.required, name=tool.name)
+    for a in allow:
+        if isinstance(a, dict):
+            rule = req.endpoints.allow.add()
+            json_format.ParseDict(a, rule)
+        else:
+            req.endpoints.allow.add().CopyFrom(a)
+    req.own_netns = own_netns
+    req.borrowed = borrowed
+    if netns_path:
+        req.netns_path = netns_path
+    if initial_phase:
+        req.initial_phase = initial_phase
+    for name, value in request_fields.items():
+        try:
+            setattr(req, name, value)
+        except (AttributeError, TypeError, ValueError) as e:
+            raise Malformed(f"StartRolloutRequest.{name} = {value!r}: {e}",
+                            field=name, value=str(value)) from None
+    return req
+
+
 class Client:
     """A connection to one sandfence daemon (gRPC over its Unix socket).
 
@@ -173,49 +231,11 @@ class Client:
         Returns: a `Rollout` (a context manager that ends it on exit).
         Raises: Rejected, Malformed, Unavailable, AlreadyExists, ...
         """
-        req = daemon_pb2.StartRolloutRequest(rollout_id=rollout_id)
-        given = [n for n, v in (("network_access", network_access), ("policy", policy),
-                                ("policy_file", policy_file)) if v is not None]
-        if len(given) != 1:
-            raise Malformed("give exactly one of network_access, policy, policy_file "
-                            f"(given: {', '.join(given) or 'none'})", field="policy")
-        if network_access is not None:
-            req.network_access = _ACCESS_ENUM[access_name(network_access)]
-        elif isinstance(policy, policy_pb2.PolicySet):
-            req.policy_set.CopyFrom(policy)
-        elif isinstance(policy, str):
-            req.policy_text = policy
-        elif policy_file is not None:
-            req.policy_file = policy_file
-        else:
-            raise TypeError("policy must be a PolicySet or its text format")
-        if cgroup_path is None:
-            req.sandbox.create = True
-        else:
-            req.sandbox.cgroup_path = cgroup_path
-        for url in ([models] if isinstance(models, str) else models):
-            req.endpoints.model.append(url)
-        for t in tools:
-            tool = as_tool(t)
-            req.endpoints.tool.add(url=tool.url, required=tool.required, name=tool.name)
-        for a in allow:
-            if isinstance(a, dict):
-                rule = req.endpoints.allow.add()
-                json_format.ParseDict(a, rule)
-            else:
-                req.endpoints.allow.add().CopyFrom(a)
-        req.own_netns = own_netns
-        req.borrowed = borrowed
-        if netns_path:
-            req.netns_path = netns_path
-        if initial_phase:
-            req.initial_phase = initial_phase
-        for name, value in request_fields.items():
-            try:
-                setattr(req, name, value)
-            except (AttributeError, TypeError, ValueError) as e:
-                raise Malformed(f"StartRolloutRequest.{name} = {value!r}: {e}",
-                                field=name, value=str(value)) from None
+        req = start_request(
+            rollout_id, network_access=network_access, policy=policy,
+            policy_file=policy_file, models=models, tools=tools, allow=allow,
+            cgroup_path=cgroup_path, own_netns=own_netns, netns_path=netns_path,
+            borrowed=borrowed, initial_phase=initial_phase, **request_fields)
         resp = self._call(self._stub.StartRollout, req)
         return Rollout(self, resp, netns_path)
 
