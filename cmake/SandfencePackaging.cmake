@@ -14,6 +14,11 @@
 #   /usr/libexec/sandfence/sandfence-enter    `enter` statically linked, for
 #                                             container entrypoints (bound
 #                                             into images: packaging/oci)
+#   /usr/share/sandfence/proto/sandfence/v1/*.proto  the API, for clients in
+#                                             any language
+# and, as the python3-sandfence package (component "python"):
+#   /usr/lib/python3/dist-packages/sandfence/ the Python client, with the
+#                                             modules generated from proto/
 # /run/sandfence and /var/lib/sandfence are the unit's RuntimeDirectory and
 # StateDirectory: systemd creates them, and the package owns neither, so
 # removing it leaves records and state alone.
@@ -21,6 +26,8 @@ include(GNUInstallDirs)
 # `cpack` and `make install` install what is built; they need not build
 # every test first (the sandfence_deb target builds what it ships).
 set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY TRUE)
+# What names no component is the daemon's package, "sandfence".
+set(CMAKE_INSTALL_DEFAULT_COMPONENT_NAME sandfence)
 
 # The unit names /etc/sandfence/policies whatever the prefix, so the
 # policies go to an absolute directory (DESTDIR still applies).
@@ -41,6 +48,33 @@ install(FILES ${SANDFENCE_SHIPPED_POLICIES}
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/oci/sandfence-create.json
               ${PROJECT_SOURCE_DIR}/packaging/oci/sandfence-stop.json
         DESTINATION share/containers/oci/hooks.d)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/proto/
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/sandfence/proto
+        FILES_MATCHING PATTERN "*.proto")
+
+# The Python client as Debian lays out a module (python3 finds it without
+# a venv): python/generate.py builds the whole package, with the API
+# modules generated from proto/ by the system protoc and grpc_python_plugin
+# (protobuf-compiler-grpc, which the C++ build needs too).
+file(GLOB_RECURSE SANDFENCE_PY_SOURCES CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/python/sandfence/*.py
+     ${PROJECT_SOURCE_DIR}/proto/*.proto)
+set(SANDFENCE_PY_OUT ${PROJECT_BINARY_DIR}/generated/python)
+add_custom_command(
+  OUTPUT ${SANDFENCE_PY_OUT}.stamp
+  COMMAND ${CMAKE_COMMAND} -E rm -rf ${SANDFENCE_PY_OUT}
+  COMMAND /usr/bin/python3 -B ${PROJECT_SOURCE_DIR}/python/generate.py
+          --out ${SANDFENCE_PY_OUT} --proto-dir ${PROJECT_SOURCE_DIR}/proto
+  COMMAND ${CMAKE_COMMAND} -E touch ${SANDFENCE_PY_OUT}.stamp
+  DEPENDS ${SANDFENCE_PY_SOURCES} ${PROJECT_SOURCE_DIR}/python/generate.py
+  COMMENT "Building the Python client package"
+  VERBATIM)
+add_custom_target(sandfence_python ALL DEPENDS ${SANDFENCE_PY_OUT}.stamp)
+install(DIRECTORY ${SANDFENCE_PY_OUT}/sandfence
+        DESTINATION lib/python3/dist-packages
+        COMPONENT python
+        PATTERN "__pycache__" EXCLUDE)
+
 file(GLOB SANDFENCE_DOCS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${SANDFENCE_DOCS}
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
@@ -113,7 +147,24 @@ foreach(_script postinst prerm postrm)
   configure_file(${PROJECT_SOURCE_DIR}/packaging/deb/${_script}
                  ${PROJECT_BINARY_DIR}/generated/deb/${_script} COPYONLY)
 endforeach()
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+# Two packages from one source: sandfence (the daemon and CLI) and
+# python3-sandfence (the client, architecture-independent), so a framework
+# host installs the client without the daemon and the reverse.
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL sandfence python)
+set(CPACK_DEBIAN_SANDFENCE_PACKAGE_NAME sandfence)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-sandfence)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3 (>= 3.9), python3-grpcio, python3-protobuf")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+set(CPACK_COMPONENT_PYTHON_DESCRIPTION
+    "Python client for the sandfence daemon
+Start rollouts, switch phases, run processes in sandboxes and read records
+over the daemon's gRPC socket; sync (sandfence.Client) and asyncio
+(sandfence.aio.AsyncClient), with typed errors.")
+set(CPACK_COMPONENT_SANDFENCE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION}")
+set(CPACK_DEBIAN_SANDFENCE_PACKAGE_CONTROL_EXTRA
     ${PROJECT_BINARY_DIR}/generated/deb/conffiles
     ${PROJECT_BINARY_DIR}/generated/deb/postinst
     ${PROJECT_BINARY_DIR}/generated/deb/prerm
@@ -128,7 +179,7 @@ add_custom_target(sandfence_deb
   WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
   COMMENT "Building the sandfence .deb"
   VERBATIM)
-add_dependencies(sandfence_deb sandfence sandfence_docs)
+add_dependencies(sandfence_deb sandfence sandfence_docs sandfence_python)
 if(TARGET sandfence-enter)
   add_dependencies(sandfence_deb sandfence-enter)
 endif()

@@ -3,7 +3,9 @@
 # installs it with dpkg -i, checks that everything packaging/sandfence.service
 # names is in place (read from the installed unit, not assumed), that the
 # installed binary reports the build's version, then removes it with dpkg -r
-# (which must leave /var/lib/sandfence alone) and purges it.
+# (which must leave /var/lib/sandfence alone) and purges it. The same build
+# makes python3-sandfence (the client, issue 39): installed beside it, the
+# system python3 imports it, sync and asyncio, and the protos are shipped.
 #
 # usage: package_test.sh BUILD_DIR CPACK SOURCE_DIR
 # Exit 77 (ctest SKIP_RETURN_CODE) with a SKIPPED line when it cannot run:
@@ -20,11 +22,15 @@ for tool in dpkg dpkg-deb dpkg-query dpkg-shlibdeps; do
 	command -v "$tool" >/dev/null || skip "$tool is missing (apt-get install dpkg-dev)"
 done
 # Never touch a real installation: this test removes what it installs.
-status=$(dpkg-query -W -f='${db:Status-Abbrev}' sandfence 2>/dev/null || true)
-case $status in
-"" | "un "*) ;;
-*) skip "a sandfence package is on this host (dpkg status \"$status\"); the test would replace and remove it" ;;
-esac
+for name in sandfence python3-sandfence; do
+	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$name" 2>/dev/null || true)
+	case $status in
+	"" | "un "*) ;;
+	*) skip "a $name package is on this host (dpkg status \"$status\"); the test would replace and remove it" ;;
+	esac
+done
+[ -e /usr/lib/python3/dist-packages/sandfence ] &&
+	skip "/usr/lib/python3/dist-packages/sandfence exists outside any package; the test would overwrite it"
 for path in /usr/sbin/sandfence /lib/systemd/system/sandfence.service \
 	/usr/lib/systemd/system/sandfence.service /etc/sandfence/policies; do
 	[ -e "$path" ] && skip "$path exists outside any package; the test would overwrite it"
@@ -39,11 +45,13 @@ made_state=0 made_records=0
 marker=""
 cleanup() {
 	if [ "$installed_by_us" = 1 ]; then
-		s=$(dpkg-query -W -f='${db:Status-Abbrev}' sandfence 2>/dev/null || true)
-		case $s in
-		"" | "un "*) ;;
-		*) dpkg -P sandfence >/dev/null 2>&1 || echo "cleanup: dpkg -P sandfence failed" ;;
-		esac
+		for name in python3-sandfence sandfence; do
+			s=$(dpkg-query -W -f='${db:Status-Abbrev}' "$name" 2>/dev/null || true)
+			case $s in
+			"" | "un "*) ;;
+			*) dpkg -P "$name" >/dev/null 2>&1 || echo "cleanup: dpkg -P $name failed" ;;
+			esac
+		done
 	fi
 	[ -n "$marker" ] && rm -f "$marker"
 	[ "$made_records" = 1 ] && rmdir "$state/records" 2>/dev/null
@@ -64,6 +72,16 @@ depends=$(dpkg-deb -f "$deb" Depends)
 for lib in libbpf1 libgrpc++ libprotobuf libc6; do
 	case $depends in *"$lib"*) ;; *) fail "Depends: lacks $lib: \"$depends\"" ;; esac
 done
+
+pydeb=""
+for f in "$tmp"/pkg/python3-sandfence_*_all.deb; do [ -f "$f" ] && pydeb=$f; done
+[ -n "$pydeb" ] || { cat "$tmp/cpack.log"; fail "cpack wrote no python3-sandfence_*_all.deb"; }
+echo "built $(basename "$pydeb")"
+pydepends=$(dpkg-deb -f "$pydeb" Depends)
+for dep in python3-grpcio python3-protobuf; do
+	case $pydepends in *"$dep"*) ;; *) fail "python3-sandfence Depends: lacks $dep: \"$pydepends\"" ;; esac
+done
+dpkg-deb -c "$deb" | grep -q '/usr/lib/python3/' && fail "the daemon's package carries Python files"
 
 # 2. Records and state that exist before must survive removal.
 [ -d "$state" ] || { mkdir -m 0700 "$state" && made_state=1; }
@@ -126,6 +144,31 @@ pkg_version=$(dpkg-query -W -f='${Version}' sandfence)
 [ "$pkg_version" = "$(printf '%s' "${got#sandfence }" | tr - .)" ] ||
 	fail "package version $pkg_version, binary \"$got\" (build again after configuring)"
 echo "installed: $got; unit $unit; binary $exec_start; policies in $policy_dir"
+# The API for clients in any language.
+for p in "$source"/proto/sandfence/v1/*.proto; do
+	cmp -s "$p" "/usr/share/sandfence/proto/sandfence/v1/$(basename "$p")" ||
+		fail "/usr/share/sandfence/proto/sandfence/v1/$(basename "$p") is missing or differs from proto/"
+done
+
+# 5b. The client package: the system python3 imports it from where Debian
+#     puts modules, with its generated API, sync and asyncio.
+if /usr/bin/python3 -c 'import grpc, grpc.aio, google.protobuf' 2>/dev/null; then
+	dpkg -i "$pydeb" >"$tmp/pyinstall.log" 2>&1 || { cat "$tmp/pyinstall.log"; fail "dpkg -i python3-sandfence failed"; }
+	(cd / && /usr/bin/python3 -B -c '
+import sandfence, sandfence.aio
+from sandfence.v1 import daemon_pb2
+assert sandfence.__file__.startswith("/usr/lib/python3/dist-packages/"), sandfence.__file__
+assert issubclass(sandfence.Rejected, ValueError)
+sandfence.aio.AsyncClient, sandfence.Client, daemon_pb2.StartRolloutRequest
+net = sandfence.restrict_sandbox_network("model_only", "http://127.0.0.2:8000/v1")
+assert net["network_access"] == "model_only", net
+print("python3-sandfence imports from", sandfence.__file__)
+') || fail "the installed python3-sandfence does not import"
+	dpkg -P python3-sandfence >"$tmp/pyremove.log" 2>&1 || { cat "$tmp/pyremove.log"; fail "dpkg -P python3-sandfence failed"; }
+	[ -e /usr/lib/python3/dist-packages/sandfence/client.py ] && fail "dpkg -P python3-sandfence left the client"
+else
+	echo "SKIPPED (part): installing python3-sandfence needs python3-grpcio and python3-protobuf (scripts/install-deps.sh --test)"
+fi
 
 # 6. Remove: the files go, conffiles and records/state stay.
 dpkg -r sandfence >"$tmp/remove.log" 2>&1 || { cat "$tmp/remove.log"; fail "dpkg -r failed"; }
