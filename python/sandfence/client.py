@@ -65,7 +65,8 @@ def start_request(rollout_id: str, *, network_access: Any = None,
         req.endpoints.model.append(url)
     for t in tools:
         tool = as_tool(t)
-        req.endpoints.tool.add(url=tool.url, required=tool.required, name=tool.name)
+        req.endpoints.tool.add(url=tool.url, required=tool.required, name=tool.name,
+                               any_port=tool.any_port)
     for a in allow:
         if isinstance(a, dict):
             rule = req.endpoints.allow.add()

@@ -45,11 +45,14 @@ INLINE_PHASE = "default"
 @dataclass(frozen=True)
 class Tool:
     """A tool grant: its URL pins host, port and protocol (TCP). A required
-    grant that cannot be honoured is refused; an optional one is dropped."""
+    grant that cannot be honoured is refused; an optional one is dropped.
+    `any_port` opens every TCP port of the URL's host (Gym's seed's host
+    rule), which the record and `check` show as wider."""
 
     url: str
     required: bool = False
     name: str = ""
+    any_port: bool = False
 
 
 ToolLike = Union[Tool, str, Dict[str, Any], Any]
@@ -63,9 +66,11 @@ def as_tool(t: ToolLike) -> Tool:
     if isinstance(t, str):
         return Tool(t)
     if isinstance(t, dict):
-        return Tool(t["url"], bool(t.get("required", False)), t.get("name", ""))
+        return Tool(t["url"], bool(t.get("required", False)), t.get("name", ""),
+                    bool(t.get("any_port", False)))
     if hasattr(t, "url") and hasattr(t, "required"):
-        return Tool(t.url, bool(t.required), getattr(t, "name", ""))
+        return Tool(t.url, bool(t.required), getattr(t, "name", ""),
+                    bool(getattr(t, "any_port", False)))
     raise TypeError(f"not a tool grant: {t!r}")
 
 
@@ -338,16 +343,19 @@ def restrict_sandbox_network(network_access: Any,
                              model_base_url: Optional[str],
                              tool_urls: Iterable[str] = (),
                              required_tool_urls: Iterable[str] = (),
+                             *, any_port: bool = False,
                              **options: Any) -> Dict[str, Any]:
     """NeMo Gym's helper, by its call: `restrict_network` with optional
     grants from `tool_urls` and required ones from `required_tool_urls`.
 
     A required grant the mode cannot honour is refused here (`Rejected`, a
     `ValueError`, never retried), before any sandbox exists; an optional one
-    is dropped by the daemon, and the record says so. One difference from Gym's seed: each URL opens its own port
-    only, not every port of its host. `options` are `restrict_network`'s
+    is dropped by the daemon, and the record says so. By default each URL
+    opens its own port only, which is stricter than Gym's seed; `any_port`
+    opens every port of each tool's host, as the seed does, and the record
+    says "any port" for those rules. `options` are `restrict_network`'s
     (`borrowed`, `own_netns`, `netns_path`).
     """
-    grants = [Tool(u, required=False) for u in tool_urls]
-    grants += [Tool(u, required=True) for u in required_tool_urls]
+    grants = [Tool(u, required=False, any_port=any_port) for u in tool_urls]
+    grants += [Tool(u, required=True, any_port=any_port) for u in required_tool_urls]
     return restrict_network(network_access, model_base_url, grants, **options)

@@ -583,6 +583,29 @@ TEST(Compile, RolloutEndpointsReachEveryRestrictedPhase) {
                           "tcp 10.0.0.9:443 search.internal"));
 }
 
+// Gym's seed opens every port of a tool's host; any_port says the same,
+// and the rule's origin says it is wider than the URL (check and records
+// print the origin). Without it, the URL's port only.
+TEST(Compile, AnyPortOpensTheWholeHostAndSaysSo) {
+  FakeResolver resolver;
+  AddFixedAnswers(&resolver);
+  PolicyCompiler compiler(&resolver, SystemResolvers());
+  absl::StatusOr<CompiledPolicy> out = compiler.Compile(
+      Parse(R"(phase { name: "a" network_access: MODEL_AND_TOOLS
+                       model: "http://10.0.0.5" dns { mode: NONE }
+                       tool { url: "https://search.internal" any_port: true }
+                       tool { name: "grader" url: "http://10.0.0.7:8001"
+                              any_port: true }
+                       tool { url: "http://10.0.0.8:8002" } })"),
+      RolloutEndpoints{}, kHostNetns);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(Lines(out->phases[0]),
+              ElementsAre("tcp 10.0.0.5:80 10.0.0.5",
+                          "tcp 10.0.0.7:1-65535 grader (any port)",
+                          "tcp 10.0.0.8:8002 10.0.0.8",
+                          "tcp 10.0.0.9:1-65535 search.internal (any port)"));
+}
+
 TEST(Compile, TheFirstRefusalInPhaseOrderWins) {
   FakeResolver resolver;
   PolicyCompiler compiler(&resolver, SystemResolvers());

@@ -320,11 +320,17 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
       drop("model_only drops optional tool grants");
       continue;
     }
-    const std::string origin =
-        tool.name().empty() ? "tool" : absl::StrCat("tool:", tool.name());
+    // any_port: the seed's host rule, every TCP port; its origin says so
+    // wherever the rule is shown, since the URL alone says one port.
+    const uint16_t first = tool.any_port() ? 1 : ep.port;
+    const uint16_t last = tool.any_port() ? 65535 : ep.port;
+    const std::string wider = tool.any_port() ? " (any port)" : "";
+    const std::string origin = absl::StrCat(
+        tool.name().empty() ? "tool" : absl::StrCat("tool:", tool.name()),
+        wider);
     if (tools[i].pattern) {
       // A wildcard opens only what the filter learns from answers.
-      AddNameRule(tools[i].pattern->ToString(), {L4::kTcp}, ep.port, ep.port,
+      AddNameRule(tools[i].pattern->ToString(), {L4::kTcp}, first, last,
                   origin, &names);
       continue;
     }
@@ -350,10 +356,12 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
       drop(absl::StrCat("cannot be reached: ", reach->unreachable));
       continue;
     }
-    AddRules(reach->prefixes, {L4::kTcp}, ep.port, ep.port, RuleSource::kTool,
-             tool.name().empty() ? ep.host.ToString() : tool.name(), &rules);
+    AddRules(reach->prefixes, {L4::kTcp}, first, last, RuleSource::kTool,
+             absl::StrCat(tool.name().empty() ? ep.host.ToString() : tool.name(),
+                          wider),
+             &rules);
     if (ep.host.is_name()) {
-      AddNameRule(ep.host.name, {L4::kTcp}, ep.port, ep.port, origin, &names);
+      AddNameRule(ep.host.name, {L4::kTcp}, first, last, origin, &names);
     }
   }
 
