@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Union
 
 import grpc
 import grpc.aio
 
 from sandfence import _spawn
-from sandfence.client import DEFAULT_SOCKET, _add_note, _to_dict, start_request
+from sandfence.client import (_CHANNEL_OPTIONS, DEFAULT_SOCKET, _add_note, _no_daemon,
+                              _response_of, _RolloutState, _to_dict, start_request)
 from sandfence.errors import NotFound, SandfenceError, Unavailable, from_rpc_error
 from sandfence.v1 import daemon_pb2, daemon_pb2_grpc, record_pb2
 
@@ -42,11 +43,7 @@ class AsyncClient:
         self.socket = socket
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        self._channel = grpc.aio.insecure_channel("unix:" + socket, options=[
-            ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 1000),
-        ])
+        self._channel = grpc.aio.insecure_channel("unix:" + socket, options=_CHANNEL_OPTIONS)
         self._stub = daemon_pb2_grpc.SandfenceStub(self._channel)
         self._connected = False
 
@@ -77,9 +74,7 @@ class AsyncClient:
             except (OSError, asyncio.TimeoutError) as e:
                 last = getattr(e, "strerror", None) or str(e) or type(e).__name__
             if time.monotonic() >= deadline:
-                raise Unavailable(f"no sandfence daemon answers on unix:{self.socket} "
-                                  f"within {self.connect_timeout:g} s ({last})", None,
-                                  backoff=2.0, transport=True)
+                raise _no_daemon(self.socket, self.connect_timeout, last)
             await asyncio.sleep(0.05)
 
     async def _call(self, method: Callable[..., Any], request: Any) -> Any:
@@ -111,11 +106,7 @@ class AsyncClient:
     async def rollout(self, rollout_id: str) -> "AsyncRollout":
         for s in await self.rollouts():
             if s.rollout_id == rollout_id:
-                resp = daemon_pb2.StartRolloutResponse(
-                    rollout_id=s.rollout_id, cgroup_path=s.cgroup_path,
-                    cgroup_id=s.cgroup_id, phase=s.phase,
-                    borrowed_from=s.borrowed_from, generation=s.generation)
-                return AsyncRollout(self, resp, None)
+                return AsyncRollout(self, _response_of(s), None)
         raise NotFound(f'no open rollout "{rollout_id}"')
 
     async def start_rollout(self, rollout_id: str, **kwargs: Any) -> "AsyncRollout":
@@ -126,23 +117,9 @@ class AsyncClient:
         return AsyncRollout(self, resp, kwargs.get("netns_path"))
 
 
-class AsyncRollout:
+class AsyncRollout(_RolloutState):
     """One open rollout; `async with` ends it on exit and keeps the record
-    in `final_record`."""
-
-    def __init__(self, client: AsyncClient, response: daemon_pb2.StartRolloutResponse,
-                 netns_path: Optional[str]):
-        self.client = client
-        self.response = response
-        self.id: str = response.rollout_id
-        self.cgroup_path: str = response.cgroup_path
-        self.cgroup_id: int = response.cgroup_id
-        self.phase: str = response.phase
-        self.netns_path = netns_path
-        self.final_record: Optional[record_pb2.RolloutRecord] = None
-
-    def __repr__(self) -> str:
-        return f"AsyncRollout({self.id!r}, phase={self.phase!r}, cgroup={self.cgroup_path!r})"
+    in `final_record`. `popen` is Rollout's (it returns at once)."""
 
     async def set_phase(self, name: str) -> daemon_pb2.SetPhaseResponse:
         resp = await self.client._call(
@@ -150,10 +127,6 @@ class AsyncRollout:
             daemon_pb2.SetPhaseRequest(rollout_id=self.id, phase=name))
         self.phase = resp.phase
         return resp
-
-    def popen(self, args: Any, **kwargs: Any) -> subprocess.Popen:
-        """subprocess.Popen inside the sandbox (it joins before it runs)."""
-        return _spawn.popen(self.cgroup_path, self.netns_path, args, **kwargs)
 
     async def run(self, args: Any, **kwargs: Any) -> subprocess.CompletedProcess:
         """subprocess.run inside the sandbox, in a worker thread so that the

@@ -29,6 +29,28 @@ def _to_dict(message: Any) -> Dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
+# Short reconnect backoff: a restarted daemon is found within ~1 s.
+_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+def _no_daemon(socket: str, connect_timeout: float, last: str) -> Unavailable:
+    return Unavailable(f"no sandfence daemon answers on unix:{socket} "
+                       f"within {connect_timeout:g} s ({last})", None,
+                       backoff=2.0, transport=True)
+
+
+def _response_of(summary: daemon_pb2.RolloutSummary) -> daemon_pb2.StartRolloutResponse:
+    """What StartRollout answered, as far as a listed rollout tells it."""
+    return daemon_pb2.StartRolloutResponse(
+        rollout_id=summary.rollout_id, cgroup_path=summary.cgroup_path,
+        cgroup_id=summary.cgroup_id, phase=summary.phase,
+        borrowed_from=summary.borrowed_from, generation=summary.generation)
+
+
 def start_request(rollout_id: str, *, network_access: Any = None,
                   policy: Union[None, str, policy_pb2.PolicySet] = None,
                   policy_file: Optional[str] = None,
@@ -108,12 +130,7 @@ class Client:
         self.socket = socket
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        # Short reconnect backoff: a restarted daemon is found within ~1 s.
-        self._channel = grpc.insecure_channel("unix:" + socket, options=[
-            ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 1000),
-        ])
+        self._channel = grpc.insecure_channel("unix:" + socket, options=_CHANNEL_OPTIONS)
         self._stub = daemon_pb2_grpc.SandfenceStub(self._channel)
         self._connected = False
 
@@ -146,9 +163,7 @@ class Client:
             finally:
                 s.close()
             if time.monotonic() >= deadline:
-                raise Unavailable(f"no sandfence daemon answers on unix:{self.socket} "
-                                  f"within {self.connect_timeout:g} s ({last})", None,
-                                  backoff=2.0, transport=True)
+                raise _no_daemon(self.socket, self.connect_timeout, last)
             time.sleep(0.05)
 
     def _call(self, method: Callable[..., Any], request: Any) -> Any:
@@ -189,11 +204,7 @@ class Client:
         from sandfence.errors import NotFound
         for s in self.rollouts():
             if s.rollout_id == rollout_id:
-                resp = daemon_pb2.StartRolloutResponse(
-                    rollout_id=s.rollout_id, cgroup_path=s.cgroup_path,
-                    cgroup_id=s.cgroup_id, phase=s.phase,
-                    borrowed_from=s.borrowed_from, generation=s.generation)
-                return Rollout(self, resp, None)
+                return Rollout(self, _response_of(s), None)
         raise NotFound(f'no open rollout "{rollout_id}"')
 
     def start_rollout(self, rollout_id: str, *,
@@ -281,14 +292,10 @@ def _add_note(exc: BaseException, note: str) -> None:
         exc.__notes__ = [*getattr(exc, "__notes__", []), note]
 
 
-class Rollout:
-    """One open rollout: its sandbox (`cgroup_path`), phase and record.
+class _RolloutState:
+    """What Rollout and sandfence.aio's AsyncRollout both hold."""
 
-    As a context manager it ends the rollout on exit; `final_record` then
-    holds the record that `end()` returned.
-    """
-
-    def __init__(self, client: Client, response: daemon_pb2.StartRolloutResponse,
+    def __init__(self, client: Any, response: daemon_pb2.StartRolloutResponse,
                  netns_path: Optional[str]):
         self.client = client
         self.response = response
@@ -300,7 +307,22 @@ class Rollout:
         self.final_record: Optional[record_pb2.RolloutRecord] = None
 
     def __repr__(self) -> str:
-        return f"Rollout({self.id!r}, phase={self.phase!r}, cgroup={self.cgroup_path!r})"
+        return (f"{type(self).__name__}({self.id!r}, phase={self.phase!r}, "
+                f"cgroup={self.cgroup_path!r})")
+
+    def popen(self, args: Any, **kwargs: Any) -> subprocess.Popen:
+        """subprocess.Popen(args, **kwargs), with the child inside the
+        sandbox before it executes anything: it joins the sandbox's cgroup
+        and (with netns_path) its network namespace, or never executes."""
+        return _spawn.popen(self.cgroup_path, self.netns_path, args, **kwargs)
+
+
+class Rollout(_RolloutState):
+    """One open rollout: its sandbox (`cgroup_path`), phase and record.
+
+    As a context manager it ends the rollout on exit; `final_record` then
+    holds the record that `end()` returned.
+    """
 
     def set_phase(self, name: str) -> daemon_pb2.SetPhaseResponse:
         """Switches the sandbox to phase `name`, atomically in the kernel;
@@ -309,12 +331,6 @@ class Rollout:
                                  daemon_pb2.SetPhaseRequest(rollout_id=self.id, phase=name))
         self.phase = resp.phase
         return resp
-
-    def popen(self, args: Any, **kwargs: Any) -> subprocess.Popen:
-        """subprocess.Popen(args, **kwargs), with the child inside the
-        sandbox before it executes anything: it joins the sandbox's cgroup
-        and (with netns_path) its network namespace, or never executes."""
-        return _spawn.popen(self.cgroup_path, self.netns_path, args, **kwargs)
 
     def run(self, args: Any, **kwargs: Any) -> subprocess.CompletedProcess:
         """subprocess.run(args, **kwargs) inside the sandbox (as popen)."""

@@ -17,11 +17,6 @@ def aio(sf):
     return sandfence.aio
 
 
-@pytest.fixture
-def aclient_socket(daemon):
-    return daemon.socket
-
-
 def probe(rollout, host, port):
     return rollout.run(probe_argv(host, port), capture_output=True, text=True,
                        timeout=30)
@@ -32,22 +27,21 @@ def probe(rollout, host, port):
     ("model_only", 0, 1, 1),
     ("model_and_tools", 0, 0, 1),
 ])
-def test_each_mode_from_gyms_helper(sf, aclient_socket, listeners, mode, model, tool,
+def test_each_mode_from_gyms_helper(sf, daemon, listeners, mode, model, tool,
                                     forbidden):
     net = sf.restrict_sandbox_network(
         mode, listeners.model_url if mode != "inherit" else None,
         tool_urls=[listeners.tool_url] if mode != "inherit" else ())
 
     async def main():
-        async with aio(sf).AsyncClient(aclient_socket, connect_timeout=15) as client:
+        async with aio(sf).AsyncClient(daemon.socket, connect_timeout=15) as client:
             rollout = await client.start_rollout(rollout_id("aio-" + mode), **net)
             async with rollout:
                 got = []
-                for port in (listeners.model, listeners.tool, listeners.forbidden):
-                    host = {listeners.model: "127.0.0.2", listeners.tool: "127.0.0.3",
-                            listeners.forbidden: "127.0.0.4"}[port]
-                    done = await probe(rollout, host, port)
-                    got.append(done.returncode)
+                for host, port in (("127.0.0.2", listeners.model),
+                                   ("127.0.0.3", listeners.tool),
+                                   ("127.0.0.4", listeners.forbidden)):
+                    got.append((await probe(rollout, host, port)).returncode)
                 assert (await rollout.record()).rollout_id == rollout.id
             return got, rollout.final_record
 
@@ -62,9 +56,9 @@ def test_each_mode_from_gyms_helper(sf, aclient_socket, listeners, mode, model, 
                    if addr == "127.0.0.2"), "the model is never denied"
 
 
-def test_a_refusal_is_a_value_error_and_is_not_retried(sf, aclient_socket, listeners):
+def test_a_refusal_is_a_value_error_and_is_not_retried(sf, daemon, listeners):
     async def main():
-        async with aio(sf).AsyncClient(aclient_socket, connect_timeout=15) as client:
+        async with aio(sf).AsyncClient(daemon.socket, connect_timeout=15) as client:
             calls = 0
             real = client._stub.StartRollout
 
@@ -122,9 +116,9 @@ def test_a_daemon_that_comes_back_is_waited_for(sf, own_daemon):
     assert time.monotonic() - began >= 0.9, "it answered before the daemon was back?"
 
 
-def test_watch_yields_a_denied_connect(sf, aclient_socket, listeners):
+def test_watch_yields_a_denied_connect(sf, daemon, listeners):
     async def main():
-        async with aio(sf).AsyncClient(aclient_socket, connect_timeout=15) as client:
+        async with aio(sf).AsyncClient(daemon.socket, connect_timeout=15) as client:
             rollout = await client.start_rollout(
                 rollout_id("aio-watch"), network_access="model_only",
                 models=[listeners.model_url])

@@ -71,10 +71,6 @@ std::vector<std::string> FilesEndingWith(const std::string& dir,
   return out;
 }
 
-// A cgroup v2 directory a rollout may name as its sandbox: not the root,
-// not one holding this test process, not deeper than the kernel judges.
-// The manager inspects cgroup_path on disk (InspectCgroup) before the
-// enforcement sees it; the fake never writes to it.
 // A cgroup of this test's own making when it may make one (root): one
 // found by searching could be another test's, removed under it (ctest -j2).
 std::string OwnForeignCgroup(const std::string& mount) {
@@ -90,11 +86,15 @@ std::string OwnForeignCgroup(const std::string& mount) {
   return made;
 }
 
+// A cgroup v2 directory a rollout may name as its sandbox: not the root,
+// not one holding this test process, not deeper than the kernel judges.
+// The manager inspects cgroup_path on disk (InspectCgroup) before the
+// enforcement sees it; the fake never writes to it.
 std::string FindForeignCgroup() {
   absl::StatusOr<std::string> mount = FindCgroup2Mount();
   absl::StatusOr<std::string> mine = CgroupOfPid(::getpid());
   if (!mount.ok() || !mine.ok()) return "";
-  if (std::string own = OwnForeignCgroup(*mount); !own.empty()) return own;
+  if (std::string made = OwnForeignCgroup(*mount); !made.empty()) return made;
   const std::string own = absl::StrCat(*mount, *mine == "/" ? "" : *mine);
   std::vector<std::pair<std::string, int>> todo = {{*mount, 0}};
   while (!todo.empty()) {
