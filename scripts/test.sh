@@ -19,10 +19,27 @@ rm -f vm-matrix.txt
 status=0
 ctest -j2 --output-on-failure --timeout 600 "$@" || status=$?
 [ ! -f vm-matrix.txt ] || cat vm-matrix.txt
+# What each failed test printed (its last 150 lines), kept for the very end
+# of the log: a CI log shown by its tail must still say why a test failed.
+rm -f failed-tests.txt
+if [ "$status" != 0 ] && [ -f Testing/Temporary/LastTest.log ]; then
+	awk '
+		/^[0-9]+\/[0-9]+ Testing: / { n = 0; name = $3; inside = 1 }
+		inside { lines[++n] = $0 }
+		inside && (/^Test Failed\./ || /^\*\*\*/) { failed = 1 }
+		inside && / time elapsed: / {
+			if (failed) {
+				print "==== output of the failed test " name " (last 150 lines) ===="
+				for (i = (n > 150 ? n - 149 : 1); i <= n; i++) print lines[i]
+			}
+			inside = 0; failed = 0
+		}' Testing/Temporary/LastTest.log > failed-tests.txt || true
+fi
 cd ..
 if [ "${SANDFENCE_NO_SANITIZE:-0}" = 1 ]; then
 	echo "test: SKIPPED the sanitizer build and fuzzing (SANDFENCE_NO_SANITIZE=1)"
 else
 	./scripts/sanitize.sh || status=$?
 fi
+[ ! -s build/failed-tests.txt ] || cat build/failed-tests.txt
 exit "$status"
