@@ -4,6 +4,7 @@
 #include "compile/compiler.h"
 
 #include <cctype>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -604,6 +605,70 @@ TEST(Compile, AnyPortOpensTheWholeHostAndSaysSo) {
                           "tcp 10.0.0.7:1-65535 grader (any port)",
                           "tcp 10.0.0.8:8002 10.0.0.8",
                           "tcp 10.0.0.9:1-65535 search.internal (any port)"));
+}
+
+// Every refusal of a compiled field carries its phase, field and value as
+// data (common/status.h), and a reason that is the message's own tail:
+// the daemon sends them as the status's Refusal, so no client parses text.
+TEST(Compile, RefusalsNameTheirFieldAsData) {
+  struct Refused {
+    const char* policy;
+    const char* phase;
+    const char* field;
+    const char* value;
+  };
+  const Refused cases[] = {
+      {R"(phase { name: "a" network_access: MODEL_ONLY dns { mode: NONE }
+                  model: "http://10.0.0.5"
+                  tool { name: "g" url: "http://10.0.0.7:1" required: true } })",
+       "a", "tool", "http://10.0.0.7:1"},
+      {R"(phase { name: "b" network_access: MODEL_ONLY dns { mode: NONE }
+                  model: "http://0.0.0.0:8000" })",
+       "b", "model", "http://0.0.0.0:8000"},
+      {R"(phase { name: "c" network_access: MODEL_ONLY model: "gopher://x" })",
+       "c", "model", "gopher://x"},
+      {R"(phase { name: "d" network_access: MODEL_AND_TOOLS dns { mode: NONE }
+                  model: "http://10.0.0.5"
+                  allow { host: "*.tool.test" port: 1 } })",
+       "d", "allow", "*.tool.test"},
+      {R"(phase { name: "e" network_access: MODEL_ONLY dns { mode: NONE } })",
+       "e", "network_access", "model_only"},
+      {R"(phase { name: "f" network_access: MODEL_ONLY model: "http://10.0.0.5"
+                  dns { mode: LISTED resolver: "0.0.0.0" } })",
+       "f", "dns.resolver", "0.0.0.0"},
+      {R"(phase { name: "g" })", "g", "network_access", ""},
+  };
+  FakeResolver resolver;
+  AddFixedAnswers(&resolver);
+  for (const Refused& c : cases) {
+    PolicyCompiler compiler(&resolver, SystemResolvers());
+    absl::StatusOr<CompiledPolicy> out =
+        compiler.Compile(Parse(c.policy), RolloutEndpoints{}, kHostNetns);
+    ASSERT_FALSE(out.ok()) << c.policy;
+    std::optional<RefusalSubject> subject = SubjectOf(out.status());
+    ASSERT_TRUE(subject.has_value()) << out.status();
+    EXPECT_EQ(subject->phase, c.phase) << out.status();
+    EXPECT_EQ(subject->field, c.field) << out.status();
+    EXPECT_EQ(subject->value, c.value) << out.status();
+    EXPECT_FALSE(subject->reason.empty()) << out.status();
+    EXPECT_THAT(out.status().message(), HasSubstr(subject->reason));
+  }
+}
+
+// The subject rides as a payload any byte can be in; an outer site fills
+// in only what the inner one left empty.
+TEST(RefusalSubject, RoundTripsAnyBytesAndTheInnerSiteWins) {
+  const RefusalSubject odd{"p:1", std::string("a\0b:", 4), "3:xyz", ""};
+  absl::Status s = WithSubject(Malformed("m"), odd);
+  ASSERT_TRUE(SubjectOf(s).has_value());
+  EXPECT_EQ(*SubjectOf(s), odd);
+  s = WithSubject(s, {"outer", "other", "v", "why"});
+  EXPECT_EQ(SubjectOf(s)->phase, "p:1");
+  EXPECT_EQ(SubjectOf(s)->field, odd.field);
+  EXPECT_EQ(SubjectOf(s)->reason, "why");
+  EXPECT_FALSE(SubjectOf(Malformed("none")).has_value());
+  EXPECT_TRUE(WithSubject(absl::OkStatus(), odd).ok());
+  EXPECT_FALSE(SubjectOf(WithSubject(absl::OkStatus(), odd)).has_value());
 }
 
 TEST(Compile, TheFirstRefusalInPhaseOrderWins) {

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "common/unique_fd.h"
 #include "daemon/daemon_fixture.h"
+#include "daemon/grpc_service.h"
 #include "egress/egress_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -256,37 +257,46 @@ TEST_F(DaemonTest, LifecycleEnforcesEachPhaseAndRecordsIt) {
 
 // Every refusal class, with its gRPC code and a message that says why; and
 // nothing is left attached, created or recorded.
+// Every refusal has its code, a typed Refusal in its status details (so
+// that no client parses the message), the same answer from the dry run,
+// and leaves nothing behind.
 TEST_F(DaemonTest, RefusalsHaveTheirCodesAndChangeNothing) {
   struct Case {
     const char* name;
     std::function<void(v1::StartRolloutRequest*)> mutate;
     grpc::StatusCode code;
     const char* says;
+    // The Refusal's field and value ("*": any, not checked) and its phase.
+    const char* field;
+    const char* value;
+    const char* phase = "";
   };
+  const std::string model_url =
+      absl::StrCat("http://127.0.0.2:", model_.port, "/v1");
   const std::vector<Case> cases = {
       {"id with a slash", [](auto* r) { r->set_rollout_id("../etc"); },
-       grpc::INVALID_ARGUMENT, "rollout_id"},
+       grpc::INVALID_ARGUMENT, "rollout_id", "rollout_id", "../etc"},
       {"empty id", [](auto* r) { r->set_rollout_id(""); },
-       grpc::INVALID_ARGUMENT, "rollout_id is empty"},
+       grpc::INVALID_ARGUMENT, "rollout_id is empty", "rollout_id", ""},
       {"huge id", [](auto* r) { r->set_rollout_id(std::string(5000, 'a')); },
-       grpc::INVALID_ARGUMENT, "at most 128"},
+       grpc::INVALID_ARGUMENT, "at most 128", "rollout_id", "*"},
       {"no policy", [](auto* r) { r->clear_policy_text(); },
-       grpc::INVALID_ARGUMENT, "no policy"},
+       grpc::INVALID_ARGUMENT, "no policy", "policy", ""},
       {"no sandbox", [](auto* r) { r->clear_sandbox(); },
-       grpc::INVALID_ARGUMENT, "sandbox"},
+       grpc::INVALID_ARGUMENT, "sandbox", "sandbox", ""},
       {"policy that does not parse",
        [](auto* r) { r->set_policy_text("phase { nme: \"x\" }"); },
-       grpc::INVALID_ARGUMENT, "nme"},
+       grpc::INVALID_ARGUMENT, "nme", "*", "*"},
       {"unknown initial phase", [](auto* r) { r->set_initial_phase("deploy"); },
-       grpc::INVALID_ARGUMENT, "deploy"},
+       grpc::INVALID_ARGUMENT, "deploy", "initial_phase", "deploy"},
       {"model URL that does not parse",
        [](auto* r) { r->mutable_endpoints()->set_model(0, "ftp://x:1"); },
-       grpc::INVALID_ARGUMENT, "ftp"},
+       grpc::INVALID_ARGUMENT, "ftp", "model", "ftp://x:1", "setup"},
       {"huge request",
        [](auto* r) {
          r->set_policy_text(std::string(2 << 20, ' ') + "name: \"x\"");
        },
-       grpc::INVALID_ARGUMENT, "bytes"},
+       grpc::INVALID_ARGUMENT, "bytes", "request", ""},
       {"required tool under model_only",
        [](auto* r) {
          v1::ToolGrant* t = r->mutable_endpoints()->add_tool();
@@ -294,37 +304,71 @@ TEST_F(DaemonTest, RefusalsHaveTheirCodesAndChangeNothing) {
          t->set_required(true);
          t->set_name("grader");
        },
-       grpc::FAILED_PRECONDITION, "127.0.0.5"},
+       grpc::FAILED_PRECONDITION, "127.0.0.5", "tool", "http://127.0.0.5:9000",
+       "setup"},
       {"restricted phase without a model",
        [](auto* r) { r->mutable_endpoints()->clear_model(); },
-       grpc::FAILED_PRECONDITION, "model"},
+       grpc::FAILED_PRECONDITION, "model", "network_access", "model_only",
+       "setup"},
       {"borrowed sandbox with a restricted mode",
        [](auto* r) { r->set_borrowed(true); }, grpc::FAILED_PRECONDITION,
-       "inherit"},
+       "inherit", "network_access", "model_only", "setup"},
       {"sandbox path that is not a cgroup",
        [](auto* r) { r->mutable_sandbox()->set_cgroup_path("/tmp"); },
-       grpc::INVALID_ARGUMENT, "not a cgroup v2 directory"},
+       grpc::INVALID_ARGUMENT, "not a cgroup v2 directory",
+       "sandbox.cgroup_path", "/tmp"},
       {"sandbox path that is relative",
        [](auto* r) { r->mutable_sandbox()->set_cgroup_path("sandfence/x"); },
-       grpc::INVALID_ARGUMENT, "absolute"},
+       grpc::INVALID_ARGUMENT, "absolute", "sandbox.cgroup_path",
+       "sandfence/x"},
       {"policy file without a policy dir",
        [](auto* r) { r->set_policy_file("gym.textproto"); },
-       grpc::FAILED_PRECONDITION, "policy-dir"},
+       grpc::FAILED_PRECONDITION, "policy-dir", "policy_file", "gym.textproto"},
+      {"netns_path without own_netns",
+       [](auto* r) { r->set_netns_path("/proc/self/ns/net"); },
+       grpc::INVALID_ARGUMENT, "own_netns", "netns_path", "/proc/self/ns/net"},
       {"DNS that does not answer",
        [](auto* r) {
          r->mutable_endpoints()->set_model(0, "http://model.test:8000");
        },
-       grpc::UNAVAILABLE, "model.test"},
+       grpc::UNAVAILABLE, "model.test", "model", "http://model.test:8000",
+       "setup"},
   };
   for (const Case& c : cases) {
     v1::StartRolloutRequest req = Request("refused-1");
     c.mutate(&req);
+    // The dry run first: it must refuse exactly as the start does.
+    v1::CheckRolloutResponse checked;
+    grpc::Status dry = daemon_->Check(req, &checked);
     v1::StartRolloutResponse resp;
     grpc::Status s = Start(req, &resp);
-    EXPECT_EQ(s.error_code(), c.code)
-        << c.name << ": got " << s.error_code() << " " << s.error_message();
-    EXPECT_THAT(s.error_message(), HasSubstr(c.says)) << c.name;
-    EXPECT_LT(s.error_message().size(), 2000u) << c.name;
+    for (const grpc::Status* got : {&dry, &s}) {
+      const char* which = got == &dry ? "CheckRollout" : "StartRollout";
+      EXPECT_EQ(got->error_code(), c.code)
+          << c.name << " (" << which << "): got " << got->error_code() << " "
+          << got->error_message();
+      EXPECT_THAT(got->error_message(), HasSubstr(c.says)) << c.name;
+      EXPECT_LT(got->error_message().size(), 2000u) << c.name;
+      std::optional<v1::Refusal> refusal = RefusalOfGrpc(*got);
+      ASSERT_TRUE(refusal.has_value())
+          << c.name << " (" << which << "): no Refusal in the status details";
+      const v1::Refusal::Cause cause =
+          c.code == grpc::INVALID_ARGUMENT      ? v1::Refusal::MALFORMED
+          : c.code == grpc::FAILED_PRECONDITION ? v1::Refusal::REJECTED
+                                                : v1::Refusal::UNAVAILABLE;
+      EXPECT_EQ(refusal->cause(), cause) << c.name;
+      EXPECT_EQ(refusal->retryable(), c.code == grpc::UNAVAILABLE) << c.name;
+      if (std::string(c.field) != "*") {
+        EXPECT_EQ(refusal->field(), c.field) << c.name << " (" << which << ")";
+      }
+      if (std::string(c.value) != "*") {
+        EXPECT_EQ(refusal->value(), c.value) << c.name << " (" << which << ")";
+      }
+      EXPECT_EQ(refusal->phase(), c.phase) << c.name << " (" << which << ")";
+      EXPECT_FALSE(refusal->reason().empty()) << c.name;
+      // The reason is the message's own tail, not a second wording.
+      EXPECT_THAT(got->error_message(), HasSubstr(refusal->reason())) << c.name;
+    }
     struct stat st {};
     EXPECT_NE(stat((daemon_->dirs().cgroups + "/refused-1").c_str(), &st), 0)
         << c.name << ": a sandbox was created";
@@ -338,6 +382,66 @@ TEST_F(DaemonTest, RefusalsHaveTheirCodesAndChangeNothing) {
   ASSERT_TRUE(Start(Request("refused-1"), &ok).ok());
   v1::EndRolloutResponse ended;
   EXPECT_TRUE(End("refused-1", &ended).ok());
+}
+
+// The dry run compiles what the start would and creates, reserves and
+// records nothing: a checked request then starts, with the same policy.
+TEST_F(DaemonTest, CheckRolloutCompilesWhatStartWouldAndLeavesNothing) {
+  v1::StartRolloutRequest req = Request("checked-1");
+  v1::ToolGrant* optional = req.mutable_endpoints()->add_tool();
+  optional->set_url("http://0.0.0.0:9000/");  // never reachable: dropped
+  v1::CheckRolloutResponse checked;
+  grpc::Status s = daemon_->Check(req, &checked);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(checked.policy_name(), "gym");
+  EXPECT_EQ(checked.phase(), "setup");
+  ASSERT_EQ(checked.phase_policy_size(), 3);
+  EXPECT_FALSE(checked.guard().empty());
+  bool dropped = false;
+  for (const v1::PhasePolicy& p : checked.phase_policy()) {
+    for (const v1::DroppedGrant& d : p.dropped()) {
+      dropped |= d.url() == "http://0.0.0.0:9000/";
+    }
+  }
+  EXPECT_TRUE(dropped) << checked.DebugString();
+  struct stat st {};
+  EXPECT_NE(stat((daemon_->dirs().cgroups + "/checked-1").c_str(), &st), 0)
+      << "the dry run created a sandbox";
+  EXPECT_NE(
+      stat((daemon_->dirs().records() + "/checked-1.record").c_str(), &st), 0);
+  EXPECT_EQ(List().rollout_size(), 0);
+
+  // The dry run of an existing cgroup does not reserve it: a start of
+  // another rollout on it owns it (not borrowed).
+  const std::string cg = daemon_->dirs().cgroups + "/checked-existing";
+  ASSERT_EQ(mkdir(cg.c_str(), 0755), 0) << strerror(errno);
+  v1::StartRolloutRequest on_existing = Request("checked-2");
+  on_existing.mutable_sandbox()->set_cgroup_path(cg);
+  v1::CheckRolloutResponse checked_existing;
+  ASSERT_TRUE(daemon_->Check(on_existing, &checked_existing).ok());
+  v1::StartRolloutRequest other = Request("checked-3");
+  other.mutable_sandbox()->set_cgroup_path(cg);
+  v1::StartRolloutResponse started;
+  s = Start(other, &started);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(started.borrowed_from().empty());
+
+  // What the start compiled is what the dry run said.
+  v1::StartRolloutResponse first;
+  ASSERT_TRUE(Start(req, &first).ok());
+  EXPECT_EQ(first.policy_hash(), checked.policy_hash());
+  ASSERT_EQ(first.phase_policy_size(), checked.phase_policy_size());
+  v1::CheckRolloutResponse again;
+  ASSERT_TRUE(daemon_->Check(req, &again).ok());
+  for (int i = 0; i < first.phase_policy_size(); ++i) {
+    EXPECT_EQ(first.phase_policy(i).SerializeAsString(),
+              again.phase_policy(i).SerializeAsString())
+        << first.phase_policy(i).name();
+  }
+  v1::EndRolloutResponse ended;
+  EXPECT_TRUE(End("checked-1", &ended).ok());
+  EXPECT_TRUE(End("checked-3", &ended).ok());
+  rmdir(cg.c_str());
 }
 
 TEST_F(DaemonTest, MalformedCallsOnOpenRolloutsChangeNothing) {

@@ -246,6 +246,11 @@ class DaemonProcess {
     grpc::ClientContext ctx;
     return stub_->StartRollout(&ctx, req, resp);
   }
+  grpc::Status Check(const v1::StartRolloutRequest& req,
+                     v1::CheckRolloutResponse* resp) {
+    grpc::ClientContext ctx;
+    return stub_->CheckRollout(&ctx, req, resp);
+  }
   grpc::Status SetPhase(const std::string& id, const std::string& phase,
                         v1::SetPhaseResponse* resp = nullptr) {
     grpc::ClientContext ctx;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace sandfence {
@@ -50,6 +52,58 @@ absl::Status Rejected(absl::string_view message) {
 
 absl::Status Unavailable(absl::string_view message) {
   return absl::UnavailableError(message);
+}
+
+namespace {
+
+constexpr absl::string_view kSubjectUrl = "sandfence.dev/refusal-subject";
+
+// Four length-prefixed parts ("5:phase3:..."): any byte may be in a value.
+std::string EncodeSubject(const RefusalSubject& s) {
+  std::string out;
+  for (const std::string* part : {&s.phase, &s.field, &s.value, &s.reason}) {
+    absl::StrAppend(&out, part->size(), ":", *part);
+  }
+  return out;
+}
+
+std::optional<RefusalSubject> DecodeSubject(absl::string_view in) {
+  RefusalSubject s;
+  for (std::string* part : {&s.phase, &s.field, &s.value, &s.reason}) {
+    const size_t colon = in.find(':');
+    size_t n = 0;
+    if (colon == absl::string_view::npos ||
+        !absl::SimpleAtoi(in.substr(0, colon), &n) ||
+        n > in.size() - colon - 1) {
+      return std::nullopt;
+    }
+    *part = std::string(in.substr(colon + 1, n));
+    in.remove_prefix(colon + 1 + n);
+  }
+  if (!in.empty()) return std::nullopt;
+  return s;
+}
+
+}  // namespace
+
+absl::Status WithSubject(absl::Status status, const RefusalSubject& subject) {
+  if (status.ok()) return status;
+  RefusalSubject merged = SubjectOf(status).value_or(RefusalSubject{});
+  for (auto [have, add] :
+       {std::pair{&merged.phase, &subject.phase},
+        std::pair{&merged.field, &subject.field},
+        std::pair{&merged.value, &subject.value},
+        std::pair{&merged.reason, &subject.reason}}) {
+    if (have->empty()) *have = *add;
+  }
+  status.SetPayload(kSubjectUrl, absl::Cord(EncodeSubject(merged)));
+  return status;
+}
+
+std::optional<RefusalSubject> SubjectOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kSubjectUrl);
+  if (!payload) return std::nullopt;
+  return DecodeSubject(std::string(*payload));
 }
 
 absl::Status ErrnoError(int err, absl::string_view what) {

@@ -9,6 +9,9 @@
 #ifndef SANDFENCE_COMMON_STATUS_H_
 #define SANDFENCE_COMMON_STATUS_H_
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -29,6 +32,26 @@ absl::string_view RefusalName(Refusal refusal);
 absl::Status Malformed(absl::string_view message);
 absl::Status Rejected(absl::string_view message);
 absl::Status Unavailable(absl::string_view message);
+
+// What a refusal is about, carried with its status (as an absl payload)
+// from the site that knows it to where the status leaves the process: the
+// daemon's status details, the events' refusal line. No one parses the
+// message for it.
+struct RefusalSubject {
+  std::string phase;   // "" when the refusal is about the request
+  std::string field;   // "model", "tool", "allow", "netns_path", ...
+  std::string value;   // the field's value as given
+  std::string reason;  // the message without the phase and field
+
+  bool operator==(const RefusalSubject&) const = default;
+};
+
+// `status` with `subject` attached. Parts the status already carries win:
+// the innermost site that names a field knows it best, and an outer one
+// only fills in what is empty (the phase, say). OK statuses are returned
+// as they are.
+absl::Status WithSubject(absl::Status status, const RefusalSubject& subject);
+std::optional<RefusalSubject> SubjectOf(const absl::Status& status);
 
 // An error from a failed system call, with errno in its message. Its code
 // says what kind of failure it is (PermissionDenied, NotFound,

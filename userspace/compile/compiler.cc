@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,8 +21,11 @@ std::string Quote(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
 
 // The same status class with a message that says where it happened.
 absl::Status WithContext(const absl::Status& status, absl::string_view where) {
-  return absl::Status(status.code(),
-                      absl::StrCat(where, ": ", status.message()));
+  absl::Status out(status.code(), absl::StrCat(where, ": ", status.message()));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, payload);
+  });
+  return out;
 }
 
 std::string ToolLabel(const v1::ToolGrant& tool) {
@@ -161,6 +165,19 @@ absl::StatusOr<PolicyCompiler::Reach> PolicyCompiler::ReachOf(
 absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     const v1::Phase& phase, const CompileContext& context) {
   const std::string label = PhaseLabel(phase.name());
+  // A refusal of `field` (`value`) of this phase, for programs as well as
+  // people (common/status.h).
+  const auto about = [&](absl::Status s, absl::string_view field,
+                         absl::string_view value, absl::string_view reason) {
+    return WithSubject(std::move(s),
+                       {phase.name(), std::string(field), std::string(value),
+                        std::string(reason)});
+  };
+  // A refusal from a parser, with where it was found in front.
+  const auto within = [&](const absl::Status& s, absl::string_view where,
+                          absl::string_view field, absl::string_view value) {
+    return about(WithContext(s, where), field, value, s.message());
+  };
   CompiledPhase out;
   out.name = phase.name();
   out.access = phase.network_access();
@@ -182,8 +199,8 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   for (const std::string& url : phase.model()) {
     absl::StatusOr<Endpoint> ep = ParseEndpointUrl(url);
     if (!ep.ok()) {
-      return WithContext(ep.status(),
-                         absl::StrCat(label, ": model ", Quote(url)));
+      return within(ep.status(), absl::StrCat(label, ": model ", Quote(url)),
+                    "model", url);
     }
     models.push_back(*std::move(ep));
   }
@@ -194,15 +211,17 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   for (const v1::ToolGrant& tool : phase.tool()) {
     absl::StatusOr<ToolEndpoint> ep = ParseToolUrl(tool.url());
     if (!ep.ok()) {
-      return WithContext(ep.status(),
-                         absl::StrCat(label, ": ", ToolLabel(tool)));
+      return within(ep.status(), absl::StrCat(label, ": ", ToolLabel(tool)),
+                    "tool", tool.url());
     }
     if (ep->pattern && !filtered) {
-      return Malformed(absl::StrCat(
-          label, ": ", ToolLabel(tool),
-          ": a wildcard needs dns { mode: FILTERED } (the filter learns the "
+      const std::string reason =
+          "a wildcard needs dns { mode: FILTERED } (the filter learns the "
           "addresses of the names it answers; without it a wildcard opens "
-          "nothing)"));
+          "nothing)";
+      return about(
+          Malformed(absl::StrCat(label, ": ", ToolLabel(tool), ": ", reason)),
+          "tool", tool.url(), reason);
     }
     tools.push_back(*std::move(ep));
   }
@@ -212,14 +231,17 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   for (const v1::AllowRule& rule : phase.allow()) {
     const std::string where = absl::StrCat(label, ": allow ", Quote(rule.host()));
     absl::StatusOr<AllowHost> parsed = ParseAllowHost(rule.host());
-    if (!parsed.ok()) return WithContext(parsed.status(), where);
+    if (!parsed.ok()) {
+      return within(parsed.status(), where, "allow", rule.host());
+    }
     if (parsed->pattern) {
       if (!filtered) {
-        return Malformed(absl::StrCat(
-            where,
-            ": a wildcard needs dns { mode: FILTERED } (the filter learns "
+        const std::string reason =
+            "a wildcard needs dns { mode: FILTERED } (the filter learns "
             "the addresses of the names it answers; without it a wildcard "
-            "opens nothing)"));
+            "opens nothing)";
+        return about(Malformed(absl::StrCat(where, ": ", reason)), "allow",
+                     rule.host(), reason);
       }
       allow_hosts.push_back(Host{});
       allow_patterns.push_back(*std::move(parsed->pattern));
@@ -234,7 +256,8 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   for (const std::string& text : phase.unix().allow()) {
     absl::StatusOr<UnixName> name = ParseUnixName(text);
     if (!name.ok()) {
-      return WithContext(name.status(), absl::StrCat(label, ": unix.allow"));
+      return within(name.status(), absl::StrCat(label, ": unix.allow"),
+                    "unix.allow", text);
     }
     if (std::find(unix_names.begin(), unix_names.end(), *name) ==
         unix_names.end()) {
@@ -245,17 +268,20 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
   if (!out.restricted() &&
       (phase.unix().mode() != v1::Unix::MODE_UNSPECIFIED ||
        !unix_names.empty())) {
-    return Malformed(absl::StrCat(
-        label,
-        ": unix is given on an inherit phase; inherit restricts nothing, so "
-        "every Unix socket is reachable (give it to a model_only or "
-        "model_and_tools phase)"));
+    const std::string reason =
+        "is given on an inherit phase; inherit restricts nothing, so every "
+        "Unix socket is reachable (give it to a model_only or "
+        "model_and_tools phase)";
+    return about(Malformed(absl::StrCat(label, ": unix ", reason)), "unix", "",
+                 reason);
   }
   if (unix_unchecked && !unix_names.empty()) {
-    return Malformed(absl::StrCat(
-        label, ": unix.allow ", Quote(unix_names.front().ToString()),
-        " with mode UNCHECKED, which reaches every Unix socket anyway; drop "
-        "one"));
+    const std::string reason =
+        "with mode UNCHECKED, which reaches every Unix socket anyway; drop one";
+    return about(Malformed(absl::StrCat(label, ": unix.allow ",
+                                        Quote(unix_names.front().ToString()),
+                                        " ", reason)),
+                 "unix.allow", unix_names.front().ToString(), reason);
   }
 
   if (!out.restricted()) return out;  // inherit: nothing to resolve
@@ -265,25 +291,31 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
 
   const std::string mode(AccessName(phase.network_access()));
   if (context.borrowed) {
-    return Rejected(absl::StrCat(
-        label, ": network_access ", mode,
-        " cannot be enforced on a borrowed sandbox: it keeps its owner's "
-        "network, so only inherit is allowed"));
+    const std::string reason =
+        "cannot be enforced on a borrowed sandbox: it keeps its owner's "
+        "network, so only inherit is allowed";
+    return about(Rejected(absl::StrCat(label, ": network_access ", mode, " ",
+                                       reason)),
+                 "network_access", mode, reason);
   }
 
   if (models.empty()) {
-    return Rejected(absl::StrCat(
-        label, ": network_access ", mode,
-        " needs the model server's endpoint, and none is given; add model: "
+    const std::string reason =
+        "needs the model server's endpoint, and none is given; add model: "
         "\"http://HOST:PORT/...\" to the phase, or give it per rollout "
-        "(--model URL)"));
+        "(--model URL)";
+    return about(Rejected(absl::StrCat(label, ": network_access ", mode, " ",
+                                       reason)),
+                 "network_access", mode, reason);
   }
   if (phase.network_access() == v1::MODEL_ONLY) {
     for (const v1::ToolGrant& tool : phase.tool()) {
       if (tool.required()) {
-        return Rejected(absl::StrCat(
-            label, ": ", ToolLabel(tool),
-            " is required, but model_only allows only the model server"));
+        const std::string reason =
+            "is required, but model_only allows only the model server";
+        return about(Rejected(absl::StrCat(label, ": ", ToolLabel(tool), " ",
+                                           reason)),
+                     "tool", tool.url(), reason);
       }
     }
   }
@@ -295,11 +327,15 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     const Endpoint& ep = models[i];
     std::string where = absl::StrCat(label, ": model ", Quote(phase.model(i)));
     absl::StatusOr<Reach> reach = ReachOf(ep.host, context, false);
-    if (!reach.ok()) return WithContext(reach.status(), where);
+    if (!reach.ok()) {
+      return within(reach.status(), where, "model", phase.model(i));
+    }
     if (reach->prefixes.empty()) {
-      return Rejected(absl::StrCat(where,
-                                   " cannot be reached: ", reach->unreachable,
-                                   "; the model server is always required"));
+      const std::string reason =
+          absl::StrCat("cannot be reached: ", reach->unreachable,
+                       "; the model server is always required");
+      return about(Rejected(absl::StrCat(where, " ", reason)), "model",
+                   phase.model(i), reason);
     }
     AddRules(reach->prefixes, {L4::kTcp}, ep.port, ep.port, RuleSource::kModel,
              ep.host.ToString(), &rules);
@@ -345,13 +381,14 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
         drop(absl::StrCat("cannot be reached: ", reach.status().message()));
         continue;
       }
-      return WithContext(reach.status(), where);
+      return within(reach.status(), where, "tool", tool.url());
     }
     if (reach->prefixes.empty()) {
       if (tool.required()) {
-        return Rejected(absl::StrCat(
-            where,
-            " is required, but it cannot be reached: ", reach->unreachable));
+        const std::string reason = absl::StrCat(
+            "is required, but it cannot be reached: ", reach->unreachable);
+        return about(Rejected(absl::StrCat(where, " ", reason)), "tool",
+                     tool.url(), reason);
       }
       drop(absl::StrCat("cannot be reached: ", reach->unreachable));
       continue;
@@ -385,10 +422,12 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
     }
     absl::StatusOr<Reach> reach =
         ReachOf(allow_hosts[i], context, own_loopback_by_rules);
-    if (!reach.ok()) return WithContext(reach.status(), where);
+    if (!reach.ok()) return within(reach.status(), where, "allow", rule.host());
     if (reach->prefixes.empty()) {
-      return Rejected(
-          absl::StrCat(where, " cannot be reached: ", reach->unreachable));
+      const std::string reason =
+          absl::StrCat("cannot be reached: ", reach->unreachable);
+      return about(Rejected(absl::StrCat(where, " ", reason)), "allow",
+                   rule.host(), reason);
     }
     if (allow_hosts[i].is_name()) {
       AddNameRule(allow_hosts[i].name, ProtocolsOf(rule.protocol()), first,
@@ -420,10 +459,14 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
       if (dns.max_ttl_seconds()) out.dns_ttl.max_seconds = dns.max_ttl_seconds();
       if (dns.grace_seconds()) out.dns_ttl.grace_seconds = dns.grace_seconds();
       if (out.dns_ttl.min_seconds > out.dns_ttl.max_seconds) {
-        return Malformed(absl::StrCat(
-            label, ": dns TTL limits: min_ttl_seconds ",
-            out.dns_ttl.min_seconds, " is above max_ttl_seconds ",
-            out.dns_ttl.max_seconds, " (a default; give both)"));
+        const std::string reason =
+            absl::StrCat("is above max_ttl_seconds ", out.dns_ttl.max_seconds,
+                         " (a default; give both)");
+        return about(Malformed(absl::StrCat(
+                         label, ": dns TTL limits: min_ttl_seconds ",
+                         out.dns_ttl.min_seconds, " ", reason)),
+                     "dns.min_ttl_seconds",
+                     absl::StrCat(out.dns_ttl.min_seconds), reason);
       }
       for (const std::string& text : dns.resolver()) {
         absl::StatusOr<HostPort> hp = HostPort::Parse(text, 53);
@@ -438,13 +481,14 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
           break;
         }
         if (!system_resolvers_.ok()) {
-          return WithContext(
+          return within(
               system_resolvers_.status(),
               absl::StrCat(label,
                            ": dns FILTERED asks the host's nameservers, which "
                            "are not known (give --resolver, or list "
                            "upstreams with dns { mode: FILTERED resolver: "
-                           "\"IP\" })"));
+                           "\"IP\" })"),
+              "dns.mode", "FILTERED");
         }
         out.dns_upstreams = *system_resolvers_;
       }
@@ -458,8 +502,10 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
         std::string why =
             UnreachableReason(prefix, context, own_loopback_by_rules);
         if (!why.empty()) {
-          return Rejected(absl::StrCat(label, ": dns.resolver ", Quote(text),
-                                       " cannot be reached: ", why));
+          const std::string reason = absl::StrCat("cannot be reached: ", why);
+          return about(Rejected(absl::StrCat(label, ": dns.resolver ",
+                                             Quote(text), " ", reason)),
+                       "dns.resolver", text, reason);
         }
         AddRules({prefix}, kDnsProtocols, hp->port, hp->port, RuleSource::kDns,
                  "dns", &rules);
@@ -467,12 +513,13 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
       break;
     default: {  // SYSTEM
       if (!system_resolvers_.ok()) {
-        return WithContext(
+        return within(
             system_resolvers_.status(),
             absl::StrCat(label,
                          ": dns SYSTEM allows the host's nameservers, which "
                          "are not known (give --resolver, or list resolvers "
-                         "with dns { mode: LISTED resolver: \"IP\" })"));
+                         "with dns { mode: LISTED resolver: \"IP\" })"),
+            "dns.mode", "SYSTEM");
       }
       for (const HostPort& hp : *system_resolvers_) {
         IpPrefix prefix = IpPrefix::Host(hp.addr.Unmapped());
@@ -505,12 +552,18 @@ absl::Status CheckAuditAllowed(const CompiledPolicy& policy, bool allowed,
     if (p.audit_only) audited.push_back(Quote(p.name));
   }
   if (audited.empty()) return absl::OkStatus();
-  return Rejected(absl::StrCat(
+  std::string first;
+  for (const CompiledPhase& p : policy.phases) {
+    if (p.audit_only && first.empty()) first = p.name;
+  }
+  return WithSubject(Rejected(absl::StrCat(
       audited.size() == 1 ? "phase " : "phases ", absl::StrJoin(audited, ", "),
       " of policy ", Quote(policy.name), audited.size() == 1 ? " is" : " are",
       " audit only (enforce: AUDIT): nothing there would be denied; "
       "a policy alone cannot turn enforcement off, so set ",
-      how_to_allow, " to run it audit only"));
+      how_to_allow, " to run it audit only")),
+      {first, "enforce", "AUDIT",
+       absl::StrCat("audit only (enforce: AUDIT) needs ", how_to_allow)});
 }
 
 }  // namespace sandfence

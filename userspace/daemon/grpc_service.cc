@@ -294,17 +294,70 @@ class WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
+namespace {
+
+std::optional<v1::Refusal> RefusalFor(const absl::Status& status) {
+  v1::Refusal out;
+  switch (RefusalOf(status)) {
+    case Refusal::kMalformed:
+      out.set_cause(v1::Refusal::MALFORMED);
+      break;
+    case Refusal::kRejected:
+      out.set_cause(v1::Refusal::REJECTED);
+      break;
+    case Refusal::kUnavailable:
+      out.set_cause(v1::Refusal::UNAVAILABLE);
+      out.set_retryable(true);
+      out.set_retry_after_ms(kRetryAfterMs);
+      break;
+    default:
+      return std::nullopt;
+  }
+  const RefusalSubject subject = SubjectOf(status).value_or(RefusalSubject{});
+  out.set_phase(subject.phase);
+  out.set_field(subject.field);
+  out.set_value(subject.value);
+  out.set_reason(subject.reason.empty() ? std::string(status.message())
+                                        : subject.reason);
+  return out;
+}
+
+}  // namespace
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl::StatusCode and grpc::StatusCode share their numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  const auto code = static_cast<grpc::StatusCode>(status.code());
+  std::optional<v1::Refusal> refusal = RefusalFor(status);
+  if (!refusal) return grpc::Status(code, std::string(status.message()));
+  v1::RpcStatus details;
+  details.set_code(static_cast<int32_t>(status.code()));
+  details.set_message(std::string(status.message()));
+  details.add_details()->PackFrom(*refusal);
+  return grpc::Status(code, std::string(status.message()),
+                      details.SerializeAsString());
+}
+
+std::optional<v1::Refusal> RefusalOfGrpc(const grpc::Status& status) {
+  if (status.error_details().empty()) return std::nullopt;
+  v1::RpcStatus details;
+  if (!details.ParseFromString(status.error_details())) return std::nullopt;
+  for (const google::protobuf::Any& any : details.details()) {
+    v1::Refusal refusal;
+    if (any.UnpackTo(&refusal)) return refusal;
+  }
+  return std::nullopt;
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()),
+                   status.error_message());
+  if (std::optional<v1::Refusal> r = RefusalOfGrpc(status)) {
+    out = WithSubject(std::move(out),
+                      {r->phase(), r->field(), r->value(), r->reason()});
+  }
+  return out;
 }
 
 absl::Status ParseRequest(const std::string& bytes,
@@ -331,6 +384,14 @@ grpc::ServerUnaryReactor* SandfenceService::StartRollout(
   return Unary<v1::StartRolloutRequest, v1::StartRolloutResponse>(
       context, request, response,
       [m = manager_](const v1::StartRolloutRequest& r) { return m->Start(r); });
+}
+
+grpc::ServerUnaryReactor* SandfenceService::CheckRollout(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Unary<v1::StartRolloutRequest, v1::CheckRolloutResponse>(
+      context, request, response,
+      [m = manager_](const v1::StartRolloutRequest& r) { return m->Check(r); });
 }
 
 grpc::ServerUnaryReactor* SandfenceService::SetPhase(

@@ -12,6 +12,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -21,8 +23,15 @@
 
 namespace sandfence {
 
+// A refusal (malformed, rejected, unavailable) also carries a v1::Refusal
+// in its details (daemon.proto): cause, retryable, and the phase, field and
+// value the status's RefusalSubject names. Other errors carry none.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
+// The Refusal a status carries, if any.
+std::optional<v1::Refusal> RefusalOfGrpc(const grpc::Status& status);
+// What an UNAVAILABLE refusal suggests waiting before the next try.
+inline constexpr uint32_t kRetryAfterMs = 1000;
 
 // Parses a request's bytes into `message`. Malformed (INVALID_ARGUMENT)
 // when they do not parse, naming the first string field, by its path
@@ -31,11 +40,12 @@ absl::Status ParseRequest(const std::string& bytes,
                           google::protobuf::Message* message);
 
 using SandfenceRawBase = v1::Sandfence::WithRawCallbackMethod_StartRollout<
-    v1::Sandfence::WithRawCallbackMethod_SetPhase<
-        v1::Sandfence::WithRawCallbackMethod_EndRollout<
-            v1::Sandfence::WithRawCallbackMethod_GetRecord<
-                v1::Sandfence::WithRawCallbackMethod_WatchEvents<
-                    v1::Sandfence::Service>>>>>;
+    v1::Sandfence::WithRawCallbackMethod_CheckRollout<
+        v1::Sandfence::WithRawCallbackMethod_SetPhase<
+            v1::Sandfence::WithRawCallbackMethod_EndRollout<
+                v1::Sandfence::WithRawCallbackMethod_GetRecord<
+                    v1::Sandfence::WithRawCallbackMethod_WatchEvents<
+                        v1::Sandfence::Service>>>>>>;
 
 class SandfenceService final : public SandfenceRawBase {
  public:
@@ -47,6 +57,9 @@ class SandfenceService final : public SandfenceRawBase {
   static constexpr size_t kDefaultWatchQueue = 65536;
 
   grpc::ServerUnaryReactor* StartRollout(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CheckRollout(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* SetPhase(grpc::CallbackServerContext* context,

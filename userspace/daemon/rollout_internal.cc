@@ -136,16 +136,24 @@ bool IsIdChar(char c) {
 }  // namespace
 
 absl::Status ValidateRolloutId(absl::string_view id) {
-  if (id.empty()) return Malformed("rollout_id is empty");
+  const auto about = [id](absl::Status s, absl::string_view reason) {
+    return WithSubject(std::move(s), {"", "rollout_id", std::string(id),
+                                      std::string(reason)});
+  };
+  if (id.empty()) return about(Malformed("rollout_id is empty"), "is empty");
   if (id.size() > 128) {
-    return Malformed(absl::StrCat("rollout_id is ", id.size(),
-                                  " characters long; at most 128"));
+    const std::string reason =
+        absl::StrCat("is ", id.size(), " characters long; at most 128");
+    return about(Malformed(absl::StrCat("rollout_id ", reason)), reason);
   }
   if (id[0] == '.' || !std::all_of(id.begin(), id.end(), IsIdChar)) {
-    return Malformed(absl::StrCat(
-        "rollout_id \"", rollout_internal::Echo(id),
-        "\" may contain only letters, digits, '_', '-' and '.', and may not "
-        "start with '.'"));
+    const std::string reason =
+        "may contain only letters, digits, '_', '-' and '.', and may not "
+        "start with '.'";
+    return about(Malformed(absl::StrCat("rollout_id \"",
+                                        rollout_internal::Echo(id), "\" ",
+                                        reason)),
+                 reason);
   }
   return absl::OkStatus();
 }

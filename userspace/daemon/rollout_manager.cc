@@ -193,35 +193,42 @@ bool RolloutManager::InsideSandbox(pid_t pid) {
 
 absl::StatusOr<CgroupRef> RolloutManager::CheckExistingCgroup(
     const std::string& path) {
+  // Each refusal names the field for programs too; `reason` follows
+  // "sandbox.cgroup_path "PATH" " in the message.
+  const auto refuse = [&](absl::Status (*kind)(absl::string_view),
+                          absl::string_view reason) {
+    return WithSubject(
+        kind(absl::StrCat("sandbox.cgroup_path \"", Echo(path), "\" ", reason)),
+        {"", "sandbox.cgroup_path", path, std::string(reason)});
+  };
   if (path.empty() || path[0] != '/' || absl::StrContains(path, "/../") ||
       absl::EndsWith(path, "/..")) {
-    return Malformed(absl::StrCat("sandbox.cgroup_path \"", Echo(path),
-                                  "\" must be an absolute path"));
+    return refuse(Malformed, "must be an absolute path");
   }
   absl::StatusOr<CgroupRef> ref = InspectCgroup(path);
   if (!ref.ok()) {
-    return Malformed(absl::StrCat("sandbox.cgroup_path \"", Echo(path),
-                                  "\": ", ref.status().message()));
+    return WithSubject(
+        Malformed(absl::StrCat("sandbox.cgroup_path \"", Echo(path),
+                               "\": ", ref.status().message())),
+        {"", "sandbox.cgroup_path", path, std::string(ref.status().message())});
   }
   if (ref->level == 0) {
-    return Rejected(absl::StrCat(
-        "sandbox.cgroup_path \"", Echo(path),
-        "\" is the root cgroup: its policy would govern every process on "
-        "the host"));
+    return refuse(Rejected,
+                  "is the root cgroup: its policy would govern every process "
+                  "on the host");
   }
   for (uint64_t own : OwnCgroupChain()) {
     if (own == ref->id) {
-      return Rejected(absl::StrCat(
-          "sandbox.cgroup_path \"", Echo(path),
-          "\" holds the sandfence daemon itself: a sandbox must not govern "
-          "its enforcer"));
+      return refuse(Rejected,
+                    "holds the sandfence daemon itself: a sandbox must not "
+                    "govern its enforcer");
     }
   }
   if (ref->level > SF_MAX_CGROUP_DEPTH) {
-    return Rejected(absl::StrCat("sandbox.cgroup_path \"", Echo(path),
-                                 "\" is at cgroup level ", ref->level,
-                                 "; sandfence judges sandboxes down to level ",
-                                 SF_MAX_CGROUP_DEPTH));
+    return refuse(Rejected,
+                  absl::StrCat("is at cgroup level ", ref->level,
+                               "; sandfence judges sandboxes down to level ",
+                               SF_MAX_CGROUP_DEPTH));
   }
   return ref;
 }
@@ -236,6 +243,13 @@ absl::StatusOr<v1::StartRolloutResponse> RolloutManager::Start(
   return out;
 }
 
+absl::Status RolloutManager::RequestTooLarge(size_t bytes) const {
+  const std::string reason = absl::StrCat(
+      "is ", bytes, " bytes; at most ", options_.max_request_bytes);
+  return WithSubject(Malformed(absl::StrCat("the request ", reason)),
+                     {"", "request", "", reason});
+}
+
 absl::StatusOr<v1::StartRolloutResponse> RolloutManager::StartOrRefuse(
     const v1::StartRolloutRequest& request) {
   if (absl::Status s = ValidateRolloutId(request.rollout_id()); !s.ok()) {
@@ -244,9 +258,7 @@ absl::StatusOr<v1::StartRolloutResponse> RolloutManager::StartOrRefuse(
   }
   if (request.ByteSizeLong() > options_.max_request_bytes) {
     ++refusals_;
-    return Malformed(absl::StrCat("the request is ", request.ByteSizeLong(),
-                                  " bytes; at most ",
-                                  options_.max_request_bytes));
+    return RequestTooLarge(request.ByteSizeLong());
   }
   const std::string bytes = DeterministicBytes(request);
   std::shared_ptr<Rollout> rollout;
@@ -314,26 +326,20 @@ absl::StatusOr<v1::StartRolloutResponse> RolloutManager::StartOrRefuse(
   return rollout->state.response();
 }
 
-absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
-                                         Rollout* r) {
+absl::StatusOr<RolloutManager::PreparedStart> RolloutManager::Prepare(
+    const v1::StartRolloutRequest& req, Rollout* r) {
   const std::string& id = req.rollout_id();
-  if (::access(FinalRecordPath(id).c_str(), F_OK) == 0 ||
-      ::access(JournalPath(id, 0).c_str(), F_OK) == 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("rollout \"", id, "\" already has a record in ",
-                     options_.records_dir, ": rollout ids are not reused"));
-  }
+  PreparedStart out;
   // 1. The policy set, from exactly one place.
   absl::StatusOr<v1::PolicySet> policy_set =
       LoadPolicySource(SourceOf(req), options_.policy_dir);
   if (!policy_set.ok()) return policy_set.status();
 
   // 2. The sandbox, and whether another open rollout governs it: decided
-  // and reserved in one step, so that two starts on one cgroup cannot both
-  // believe they own it.
-  SandboxSpec spec;
+  // and (for a start) reserved in one step, so that two starts on one
+  // cgroup cannot both believe they own it.
+  SandboxSpec& spec = out.spec;
   spec.rollout_id = id;
-  std::string borrowed_from;
   switch (req.sandbox().kind_case()) {
     case v1::SandboxSpec::kCgroupPath: {
       absl::StatusOr<CgroupRef> ref =
@@ -341,34 +347,40 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
       if (!ref.ok()) return ref.status();
       spec.cgroup_path = ref->path;
       spec.create_cgroup = false;
-      r->state.mutable_response()->set_cgroup_id(ref->id);
+      if (r != nullptr) r->state.mutable_response()->set_cgroup_id(ref->id);
       absl::MutexLock lock(&mu_);
       auto owner = owner_of_.find(ref->id);
       if (owner != owner_of_.end()) {
-        borrowed_from = owner->second;
-      } else if (!req.borrowed()) {
+        out.borrowed_from = owner->second;
+      } else if (!req.borrowed() && r != nullptr) {
         owner_of_[ref->id] = id;
       }
       break;
     }
     case v1::SandboxSpec::kCreate:
       if (!req.sandbox().create()) {
-        return Malformed("sandbox: set cgroup_path, or create = true");
+        return WithSubject(
+            Malformed("sandbox: set cgroup_path, or create = true"),
+            {"", "sandbox", "", "set cgroup_path, or create = true"});
       }
       spec.cgroup_path = absl::StrCat(cgroup_parent_, "/", id);
       spec.create_cgroup = true;
       break;
     default:
-      return Malformed("sandbox: set cgroup_path, or create = true");
+      return WithSubject(
+          Malformed("sandbox: set cgroup_path, or create = true"),
+          {"", "sandbox", "", "set cgroup_path, or create = true"});
   }
-  if (!borrowed_from.empty() && !req.borrowed()) {
-    return Rejected(absl::StrCat(
-        "sandbox ", spec.cgroup_path, " is part of open rollout \"",
-        borrowed_from,
+  if (!out.borrowed_from.empty() && !req.borrowed()) {
+    const std::string reason = absl::StrCat(
+        "is part of open rollout \"", out.borrowed_from,
         "\"; another rollout may use it only as borrowed (borrowed = true) "
-        "with inherit phases"));
+        "with inherit phases");
+    return WithSubject(
+        Rejected(absl::StrCat("sandbox ", spec.cgroup_path, " ", reason)),
+        {"", "sandbox.cgroup_path", spec.cgroup_path, reason});
   }
-  spec.borrowed = !borrowed_from.empty() || req.borrowed();
+  spec.borrowed = !out.borrowed_from.empty() || req.borrowed();
 
   // 3. Compile: every refusal comes back here, before anything is created
   // or attached.
@@ -382,32 +394,81 @@ absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
   }
   if (spec.borrowed) {
     std::string owner_guard = "not reported";
-    if (!borrowed_from.empty()) {
-      if (std::shared_ptr<Rollout> owner = Find(borrowed_from)) {
+    if (!out.borrowed_from.empty()) {
+      if (std::shared_ptr<Rollout> owner = Find(out.borrowed_from)) {
         absl::MutexLock ol(&owner->mu);
         if (owner->sandbox) owner_guard = owner->sandbox->guard_text();
       }
     }
     spec.borrowed_guard_text = absl::StrCat(
         owner_guard, " (the guard of ",
-        borrowed_from.empty() ? std::string("the sandbox's owner")
-                              : absl::StrCat("rollout \"", borrowed_from, "\""),
+        out.borrowed_from.empty()
+            ? std::string("the sandbox's owner")
+            : absl::StrCat("rollout \"", out.borrowed_from, "\""),
         ", which owns the sandbox)");
   }
   spec.policy = *std::move(compiled);
   spec.initial_phase = req.initial_phase();
   spec.own_netns = req.own_netns();
-  UniqueFd netns;  // open for Start's duration
   if (!req.netns_path().empty()) {
     if (!req.own_netns()) {
-      return Malformed(absl::StrCat("netns_path \"", req.netns_path(),
-                                    "\" is given, but own_netns is not set"));
+      const std::string reason = "is given, but own_netns is not set";
+      return WithSubject(
+          Malformed(absl::StrCat("netns_path \"", req.netns_path(), "\" ",
+                                 reason)),
+          {"", "netns_path", req.netns_path(), reason});
     }
     absl::StatusOr<UniqueFd> opened = OpenNetns(req.netns_path());
-    if (!opened.ok()) return opened.status();
-    netns = *std::move(opened);
-    spec.netns_fd = netns.get();
+    if (!opened.ok()) {
+      return WithSubject(opened.status(),
+                         {"", "netns_path", req.netns_path(),
+                          std::string(opened.status().message())});
+    }
+    out.netns = *std::move(opened);
+    spec.netns_fd = out.netns.get();
   }
+  return out;
+}
+
+absl::StatusOr<v1::CheckRolloutResponse> RolloutManager::Check(
+    const v1::StartRolloutRequest& request) {
+  if (absl::Status s = ValidateRolloutId(request.rollout_id()); !s.ok()) {
+    return s;
+  }
+  if (request.ByteSizeLong() > options_.max_request_bytes) {
+    return RequestTooLarge(request.ByteSizeLong());
+  }
+  absl::StatusOr<PreparedStart> prepared = Prepare(request, nullptr);
+  if (!prepared.ok()) return prepared.status();
+  absl::StatusOr<SandboxCheck> checked =
+      Sandbox::Check(enforcement_.get(), prepared->spec);
+  if (!checked.ok()) return checked.status();
+  const CompiledPolicy& policy = prepared->spec.policy;
+  v1::CheckRolloutResponse out;
+  out.set_policy_name(policy.name);
+  out.set_policy_hash(policy.content_hash);
+  out.set_phase(policy.phases[checked->phase_index].name);
+  for (const CompiledPhase& p : policy.phases) {
+    *out.add_phase_policy() = ToPhasePolicy(p);
+    if (p.audit_only) out.add_audit_only_phase(p.name);
+  }
+  out.set_guard(checked->guard_text);
+  return out;
+}
+
+absl::Status RolloutManager::StartLocked(const v1::StartRolloutRequest& req,
+                                         Rollout* r) {
+  const std::string& id = req.rollout_id();
+  if (::access(FinalRecordPath(id).c_str(), F_OK) == 0 ||
+      ::access(JournalPath(id, 0).c_str(), F_OK) == 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("rollout \"", id, "\" already has a record in ",
+                     options_.records_dir, ": rollout ids are not reused"));
+  }
+  absl::StatusOr<PreparedStart> prepared = Prepare(req, r);
+  if (!prepared.ok()) return prepared.status();
+  SandboxSpec spec = std::move(prepared->spec);
+  const std::string borrowed_from = prepared->borrowed_from;
   spec.record_path = JournalPath(id, 0);
   spec.events = options_.events;
 

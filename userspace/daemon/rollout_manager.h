@@ -134,6 +134,10 @@ class RolloutManager {
   // A refusal is also an event line (ManagerOptions::events).
   absl::StatusOr<v1::StartRolloutResponse> Start(
       const v1::StartRolloutRequest& request);
+  // A dry run of Start: the same refusals, or what Start would compile;
+  // nothing is created, reserved, recorded or counted.
+  absl::StatusOr<v1::CheckRolloutResponse> Check(
+      const v1::StartRolloutRequest& request);
   absl::StatusOr<v1::SetPhaseResponse> SetPhase(const std::string& rollout_id,
                                                 const std::string& phase);
   absl::StatusOr<v1::EndRolloutResponse> End(const std::string& rollout_id);
@@ -187,6 +191,17 @@ class RolloutManager {
       const v1::StartRolloutRequest& request);
   absl::Status StartLocked(const v1::StartRolloutRequest& request,
                            Rollout* rollout);
+  // What Start and Check share: the policy, the sandbox's spec, the
+  // compiled policy, the network namespace. With `reserve_for`, an
+  // existing cgroup nobody owns is reserved for it; Check passes null.
+  struct PreparedStart {
+    SandboxSpec spec;
+    std::string borrowed_from;  // the open rollout that owns the cgroup
+    UniqueFd netns;             // spec.netns_fd, open while it is used
+  };
+  absl::StatusOr<PreparedStart> Prepare(const v1::StartRolloutRequest& request,
+                                        Rollout* reserve_for);
+  absl::Status RequestTooLarge(size_t bytes) const;
   absl::Status Adopt(v1::RolloutState state);
   void AdoptUnowned(const OrphanSandbox& orphan);
   std::shared_ptr<Rollout> Find(const std::string& rollout_id);

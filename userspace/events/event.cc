@@ -1,6 +1,7 @@
 #include "events/event.h"
 
 #include <ctime>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -123,6 +124,11 @@ Event RefusalEvent(const std::string& rollout, const std::string& phase,
   e.cause = std::string(RefusalName(refusal));
   e.retryable = refusal == Refusal::kUnavailable;
   e.reason = std::string(status.message());
+  if (std::optional<RefusalSubject> subject = SubjectOf(status)) {
+    if (e.phase.empty()) e.phase = subject->phase;
+    e.field = subject->field;
+    e.value = subject->value;
+  }
   return e;
 }
 

@@ -47,6 +47,8 @@ std::vector<std::pair<std::string, std::string>> JournalFields(
   }
   add("SANDFENCE_DETAIL", e.detail);
   add("SANDFENCE_CAUSE", e.cause);
+  add("SANDFENCE_FIELD", e.field);
+  add("SANDFENCE_VALUE", e.value);
   return f;
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/ip.h"
 #include "common/status.h"
@@ -205,19 +206,33 @@ absl::Status ValidateEnforce(const v1::PolicySet& policy,
   return absl::OkStatus();
 }
 
+// A refusal of something in phase `name` says so to programs too; its
+// reason is the message after the phase's label.
+absl::Status InPhase(absl::Status s, absl::string_view name) {
+  const std::string prefix = absl::StrCat(PhaseLabel(name), ": ");
+  absl::string_view reason = s.message();
+  if (absl::StartsWith(reason, prefix)) reason.remove_prefix(prefix.size());
+  const std::string why(reason);
+  return WithSubject(std::move(s), {std::string(name), "", "", why});
+}
+
 absl::Status ValidatePhase(const v1::Phase& phase) {
   std::string label = PhaseLabel(phase.name());
   if (phase.network_access() == v1::NETWORK_ACCESS_UNSPECIFIED) {
-    return Malformed(absl::StrCat(
-        label,
-        ": network_access is not set; choose INHERIT, MODEL_ONLY or "
-        "MODEL_AND_TOOLS (an unset mode is never taken as INHERIT)"));
+    const std::string reason =
+        "is not set; choose INHERIT, MODEL_ONLY or MODEL_AND_TOOLS (an unset "
+        "mode is never taken as INHERIT)";
+    return WithSubject(
+        Malformed(absl::StrCat(label, ": network_access ", reason)),
+        {phase.name(), "network_access", "", reason});
   }
   if (!v1::NetworkAccess_IsValid(phase.network_access())) {
-    return Malformed(absl::StrCat(label, ": network_access ",
-                                  phase.network_access(),
-                                  " is not INHERIT, MODEL_ONLY or "
-                                  "MODEL_AND_TOOLS"));
+    const std::string reason = "is not INHERIT, MODEL_ONLY or MODEL_AND_TOOLS";
+    return WithSubject(
+        Malformed(absl::StrCat(label, ": network_access ",
+                               phase.network_access(), " ", reason)),
+        {phase.name(), "network_access", absl::StrCat(phase.network_access()),
+         reason});
   }
   for (int i = 0; i < phase.model_size(); ++i) {
     if (phase.model(i).empty()) {
@@ -310,9 +325,11 @@ absl::Status ValidatePolicySet(const v1::PolicySet& policy) {
                                     " is defined twice (phases #", it->second,
                                     " and #", i + 1, ")"));
     }
-    if (absl::Status s = ValidatePhase(policy.phase(i)); !s.ok()) return s;
+    if (absl::Status s = ValidatePhase(policy.phase(i)); !s.ok()) {
+      return InPhase(std::move(s), name);
+    }
     if (absl::Status s = ValidateEnforce(policy, policy.phase(i)); !s.ok()) {
-      return s;
+      return InPhase(std::move(s), name);
     }
   }
   return absl::OkStatus();

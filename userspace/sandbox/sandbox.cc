@@ -218,92 +218,128 @@ absl::Status Sandbox::OpenRecord(const std::string& path,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
-                                                        SandboxSpec spec) {
-  std::unique_ptr<Sandbox> sb(new Sandbox(host, spec.rollout_id));
-  sb->policy_ = std::move(spec.policy);
-  sb->borrowed_ = spec.borrowed;
-  if (sb->policy_.phases.empty()) {
+absl::StatusOr<SandboxCheck> Sandbox::Check(HostEnforcement* host,
+                                            const SandboxSpec& spec) {
+  const CompiledPolicy& policy = spec.policy;
+  if (policy.phases.empty()) {
     return Malformed("the policy set has no phase");
   }
+  SandboxCheck out;
   const std::string initial = spec.initial_phase.empty()
-                                  ? sb->policy_.phases.front().name
+                                  ? policy.phases.front().name
                                   : spec.initial_phase;
-  const int index = sb->PhaseIndex(initial);
-  if (index < 0) {
-    return Malformed(absl::StrCat("initial_phase \"", Echo(initial),
-                                  "\" is not a phase of the policy set (",
-                                  PhaseNames(sb->policy_), ")"));
+  out.phase_index = -1;
+  for (size_t i = 0; i < policy.phases.size(); ++i) {
+    if (policy.phases[i].name == initial) out.phase_index = static_cast<int>(i);
   }
-  const CompiledPhase& phase = sb->policy_.phases[index];
+  if (out.phase_index < 0) {
+    const std::string reason = absl::StrCat(
+        "is not a phase of the policy set (", PhaseNames(policy), ")");
+    return WithSubject(
+        Malformed(absl::StrCat("initial_phase \"", Echo(initial), "\" ",
+                               reason)),
+        {"", "initial_phase", initial, reason});
+  }
+  const CompiledPhase& phase = policy.phases[out.phase_index];
   // Every phase, before anything exists: a switch must not find the host
   // unable to enforce what the rollout was promised.
   if (const std::string why = host->UnixUnavailable(); !why.empty()) {
-    for (const CompiledPhase& p : sb->policy_.phases) {
+    for (const CompiledPhase& p : policy.phases) {
       if (p.restricted() && p.unix_checked) {
-        return Rejected(absl::StrCat(
-            "phase \"", p.name, "\" checks Unix sockets, but ", why,
+        const std::string reason = absl::StrCat(
+            "checks Unix sockets, but ", why,
             "; give it unix { mode: UNCHECKED } (--unix unchecked) to run "
-            "with Unix sockets unjudged (the record says so)"));
+            "with Unix sockets unjudged (the record says so)");
+        return WithSubject(
+            Rejected(absl::StrCat("phase \"", p.name, "\" ", reason)),
+            {p.name, "unix.mode", "CHECKED", reason});
       }
     }
   }
   absl::StatusOr<std::optional<std::vector<HostPort>>> upstreams =
-      DnsUpstreams(sb->policy_);
+      DnsUpstreams(policy);
   if (!upstreams.ok()) return upstreams.status();
-  if (!sb->borrowed_) sb->dns_upstreams_ = *std::move(upstreams);
-  // Kept for the switches' cut (the DNS filter gets it at ServeDns). One
-  // that cannot be kept is one the cut does not know: it says so, and
-  // CUT_REQUIRED refuses.
-  if (spec.own_netns && spec.netns_fd >= 0) {
-    sb->netns_ = UniqueFd(::fcntl(spec.netns_fd, F_DUPFD_CLOEXEC, 0));
-  }
-  sb->own_netns_unknown_ = spec.own_netns && !sb->netns_;
+  if (!spec.borrowed) out.dns_upstreams = *std::move(upstreams);
+  const bool own_netns_unknown = spec.own_netns && spec.netns_fd < 0;
   // on_switch: CUT_REQUIRED: a sandbox whose switches could leave a
   // forbidden connection open is refused before anything exists.
-  if (sb->policy_.cut_required && !sb->borrowed_) {
+  if (policy.cut_required && !spec.borrowed) {
     std::string why = host->CutUnavailable();
-    if (why.empty() && sb->own_netns_unknown_) {
+    if (why.empty() && own_netns_unknown) {
       why =
           "the sandbox has its own network namespace, and which one is not "
           "known (give it, e.g. netns_path)";
     }
     if (!why.empty()) {
-      return Rejected(absl::StrCat(
-          "policy \"", sb->policy_.name,
-          "\" says on_switch: CUT_REQUIRED, but connections cannot be cut "
-          "at its phase switches here: ",
-          why));
+      const std::string reason = absl::StrCat(
+          "connections cannot be cut at its phase switches here: ", why);
+      return WithSubject(
+          Rejected(absl::StrCat("policy \"", policy.name,
+                                "\" says on_switch: CUT_REQUIRED, but ",
+                                reason)),
+          {"", "on_switch", "CUT_REQUIRED", reason});
     }
   }
-  if (sb->dns_upstreams_ && spec.own_netns && spec.netns_fd < 0) {
+  if (out.dns_upstreams && own_netns_unknown) {
     // Its queries go to its own loopback: a filter in the host's
     // namespace would never see them.
-    return Rejected(
-        "a DNS-filtered phase cannot be served to this sandbox: it has its "
-        "own network namespace, and which one is not known (give it, e.g. "
-        "netns_path, or use dns { mode: SYSTEM }, LISTED or NONE)");
+    const std::string reason =
+        "is needed: a DNS-filtered phase is served in the sandbox's own "
+        "network namespace, and which one is not known";
+    return WithSubject(
+        Rejected("a DNS-filtered phase cannot be served to this sandbox: it "
+                 "has its own network namespace, and which one is not known "
+                 "(give it, e.g. netns_path, or use dns { mode: SYSTEM }, "
+                 "LISTED or NONE)"),
+        {"", "netns_path", "", reason});
   }
 
-  // The guard first: a mode the host cannot have is a refusal before
-  // anything exists.
-  sb->guard_mode_ =
-      sb->borrowed_ ? GuardMode::kOff
-                    : spec.guard_mode.value_or(GuardModeFromPolicy(phase.guard));
-  if (!sb->borrowed_) {
+  // The guard: a mode the host cannot have is a refusal before anything
+  // exists.
+  out.guard_mode = spec.borrowed
+                       ? GuardMode::kOff
+                       : spec.guard_mode.value_or(GuardModeFromPolicy(phase.guard));
+  if (!spec.borrowed) {
     absl::StatusOr<GuardInfo> guard =
-        host->PrepareGuard(sb->guard_mode_, spec.spawns);
+        host->PrepareGuard(out.guard_mode, spec.spawns);
     if (!guard.ok()) {
-      return absl::Status(
-          guard.status().code(),
-          absl::StrCat("phase \"", phase.name, "\": ", guard.status().message()));
+      return WithSubject(
+          absl::Status(guard.status().code(),
+                       absl::StrCat("phase \"", phase.name,
+                                    "\": ", guard.status().message())),
+          {phase.name, "guard.mode",
+           std::string(GuardModeName(out.guard_mode)),
+           std::string(guard.status().message())});
     }
-    sb->guard_ = *guard;
-    sb->guard_text_ =
-        GuardEnforcementText(sb->guard_, sb->guard_mode_, sb->policy_);
+    out.guard = *guard;
+    out.guard_text = GuardEnforcementText(out.guard, out.guard_mode, policy);
   } else {
-    sb->guard_text_ = spec.borrowed_guard_text;
+    out.guard_text = spec.borrowed_guard_text;
   }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
+                                                        SandboxSpec spec) {
+  // Every refusal before anything exists.
+  absl::StatusOr<SandboxCheck> checked = Check(host, spec);
+  if (!checked.ok()) return checked.status();
+  std::unique_ptr<Sandbox> sb(new Sandbox(host, spec.rollout_id));
+  sb->policy_ = std::move(spec.policy);
+  sb->borrowed_ = spec.borrowed;
+  const int index = checked->phase_index;
+  const CompiledPhase& phase = sb->policy_.phases[index];
+  sb->dns_upstreams_ = std::move(checked->dns_upstreams);
+  // Kept for the switches' cut (the DNS filter gets it at ServeDns). One
+  // that cannot be kept is one the cut does not know: it says so (and
+  // Check refused it where the policy requires the cut).
+  if (spec.own_netns && spec.netns_fd >= 0) {
+    sb->netns_ = UniqueFd(::fcntl(spec.netns_fd, F_DUPFD_CLOEXEC, 0));
+  }
+  sb->own_netns_unknown_ = spec.own_netns && !sb->netns_;
+  sb->guard_mode_ = checked->guard_mode;
+  sb->guard_ = checked->guard;
+  sb->guard_text_ = std::move(checked->guard_text);
   sb->mono_to_unix_ns_ = MonotonicToUnixOffsetNs();
   sb->events_ = std::make_shared<SandboxEvents>(
       sb->borrowed_ ? nullptr : spec.events, sb->rollout_id_);

@@ -127,8 +127,22 @@ struct SandboxListener {
   std::function<void(const sf_guard_event&)> on_guard;
 };
 
+// What Start would do, decided before anything exists (Sandbox::Check).
+struct SandboxCheck {
+  int phase_index = 0;  // the initial phase
+  std::optional<std::vector<HostPort>> dns_upstreams;  // DNS-filtered phases'
+  GuardMode guard_mode = GuardMode::kOff;
+  GuardInfo guard;
+  std::string guard_text;  // what the record says of the guard
+};
+
 class Sandbox : private EventRoute {
  public:
+  // Every refusal Start would make, and nothing else: no cgroup, record,
+  // hook or route is made (the host's guard may be loaded, as the first
+  // Start would). The daemon's dry run (CheckRollout) is this.
+  static absl::StatusOr<SandboxCheck> Check(HostEnforcement* host,
+                                            const SandboxSpec& spec);
   static absl::StatusOr<std::unique_ptr<Sandbox>> Start(
       HostEnforcement* host, SandboxSpec spec);
   static absl::StatusOr<std::unique_ptr<Sandbox>> Adopt(
