@@ -7,8 +7,11 @@ with a ValueError (HTTP 422) before any sandbox exists. The same call here:
 
     from sandfence import restrict_sandbox_network
     net = restrict_sandbox_network(network_access, model_base_url,
-                                   tool_urls, required_tool_urls)
+                                   tool_urls, required_tool_urls, client=client)
     rollout = client.start_rollout(rollout_id, **net)
+
+The daemon answers the seed (a dry run, CheckRollout): the refusal is its
+own, with the phase, field and value it names.
 
 `sandfence.Rejected` and `sandfence.Malformed` are ValueErrors (never
 retried); `sandfence.Unavailable` is retryable and carries a backoff.
@@ -37,12 +40,14 @@ from sandfence.v1 import record_pb2  # noqa: E402
 
 def start(client, rollout_id, network_access, model_base_url, tool_urls=(),
           required_tool_urls=(), attempts=5):
-    """Gym's sequence: the policy (a refusal is final), then the sandbox
-    (an unavailable daemon is retried with its backoff)."""
-    net = sandfence.restrict_sandbox_network(network_access, model_base_url,
-                                             tool_urls, required_tool_urls)
+    """Gym's sequence: the seed's policy checked by the daemon (a refusal
+    is final), then the sandbox; an unavailable daemon is retried with its
+    backoff."""
     for attempt in range(attempts):
         try:
+            net = sandfence.restrict_sandbox_network(
+                network_access, model_base_url, tool_urls, required_tool_urls,
+                client=client)
             return client.start_rollout(rollout_id, **net)
         except sandfence.Unavailable as e:
             if attempt + 1 == attempts:

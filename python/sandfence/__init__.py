@@ -2,7 +2,8 @@
 
     import sandfence
     client = sandfence.Client()                     # /run/sandfence/sandfence.sock
-    net = sandfence.restrict_network("model_only", "http://127.0.0.2:8000/v1")
+    net = sandfence.restrict_network("model_only", "http://127.0.0.2:8000/v1",
+                                     client=client)  # the daemon's dry run
     with client.start_rollout("r-1", **net) as rollout:
         rollout.run(["curl", "-s", "http://127.0.0.2:8000/v1/models"])
     print(rollout.final_record)

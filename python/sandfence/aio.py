@@ -3,7 +3,8 @@ frameworks such as NeMo Gym's sandbox code. The same calls, errors and
 retry rules as `sandfence.Client`, awaited:
 
     async with sandfence.aio.AsyncClient() as client:
-        net = sandfence.restrict_sandbox_network("model_only", model_url)
+        net = await sandfence.aio.restrict_sandbox_network(
+            "model_only", model_url, client=client)
         async with await client.start_rollout("r-1", **net) as rollout:
             await rollout.run(["python3", "agent.py"])
         print(rollout.final_record)
@@ -14,18 +15,20 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from typing import Any, AsyncIterator, Callable, Dict, List, Union
+from typing import Any, AsyncIterator, Callable, Dict, Iterable, List, Optional, Union
 
 import grpc
 import grpc.aio
 
 from sandfence import _spawn
-from sandfence.client import (_CHANNEL_OPTIONS, DEFAULT_SOCKET, _add_note, _no_daemon,
-                              _response_of, _RolloutState, _to_dict, start_request)
+from sandfence.client import (_CHANNEL_OPTIONS, CHECK_ID, DEFAULT_SOCKET, _add_note,
+                              _no_daemon, _response_of, _RolloutState, _to_dict,
+                              start_request)
 from sandfence.errors import NotFound, SandfenceError, Unavailable, from_rpc_error
+from sandfence.network import gym_grants, network_request
 from sandfence.v1 import daemon_pb2, daemon_pb2_grpc, record_pb2
 
-__all__ = ["AsyncClient", "AsyncRollout"]
+__all__ = ["AsyncClient", "AsyncRollout", "restrict_sandbox_network"]
 
 
 class AsyncClient:
@@ -115,6 +118,27 @@ class AsyncClient:
         req = start_request(rollout_id, **kwargs)
         resp = await self._call(self._stub.StartRollout, req)
         return AsyncRollout(self, resp, kwargs.get("netns_path"))
+
+    async def check(self, rollout_id: str = CHECK_ID,
+                    **kwargs: Any) -> daemon_pb2.CheckRolloutResponse:
+        """`Client.check`: a dry run of start_rollout, awaited."""
+        req = start_request(rollout_id, **kwargs)
+        return await self._call(self._stub.CheckRollout, req)
+
+
+async def restrict_sandbox_network(network_access: Any, model_base_url: Optional[str],
+                                   tool_urls: Iterable[str] = (),
+                                   required_tool_urls: Iterable[str] = (), *,
+                                   client: AsyncClient, any_port: bool = False,
+                                   **options: Any) -> Dict[str, Any]:
+    """`sandfence.restrict_sandbox_network`, awaited on `client`: the
+    start_rollout arguments, once the daemon's dry run accepted them;
+    Rejected (a ValueError, never retried) when it refuses them."""
+    kwargs = network_request(network_access, model_base_url,
+                             gym_grants(tool_urls, required_tool_urls, any_port),
+                             **options)
+    await client.check(**kwargs)
+    return kwargs
 
 
 class AsyncRollout(_RolloutState):

@@ -20,6 +20,8 @@ __all__ = ["Client", "Rollout", "EventStream", "DEFAULT_SOCKET"]
 
 # The daemon's default (userspace/daemon: kDefaultSocketPath).
 DEFAULT_SOCKET = "/run/sandfence/sandfence.sock"
+# The rollout id a dry run gives when it is given none (checked for form only).
+CHECK_ID = "check"
 
 _ACCESS_ENUM = {"inherit": policy_pb2.INHERIT, "model_only": policy_pb2.MODEL_ONLY,
                 "model_and_tools": policy_pb2.MODEL_AND_TOOLS}
@@ -250,6 +252,16 @@ class Client:
             borrowed=borrowed, initial_phase=initial_phase, **request_fields)
         resp = self._call(self._stub.StartRollout, req)
         return Rollout(self, resp, netns_path)
+
+    def check(self, rollout_id: str = CHECK_ID, **start_rollout_kwargs: Any
+              ) -> daemon_pb2.CheckRolloutResponse:
+        """A dry run of `start_rollout` with the same arguments: the daemon
+        refuses it (Rejected, Malformed, Unavailable: raised as by
+        start_rollout) or answers what it would compile (`phase_policy`:
+        every phase's rules and dropped grants; `guard`), creating,
+        reserving and recording nothing."""
+        req = start_request(rollout_id, **start_rollout_kwargs)
+        return self._call(self._stub.CheckRollout, req)
 
 
 class EventStream(Iterator[daemon_pb2.RolloutEvent]):

@@ -13,64 +13,50 @@ Every failure the public API raises is a `SandfenceError`; a bare
 | `PermissionDenied` | PERMISSION_DENIED    | never retry (a caller inside a sandbox, or not root) |
 | `InternalError`    | anything else        |                                     |
 
-The daemon names the phase, field and value in its message
-(`phase "agent": tool "grader" (http://127.0.0.5:9000) is required, but
-model_only allows only the model server`); `Rejected` and `Malformed` parse
-them into attributes (None where the message names none).
+Every refusal from the daemon carries a typed `Refusal` in its status
+details (daemon.proto): `Rejected`, `Malformed` and `Unavailable` take its
+`phase`, `field`, `value` and `reason` from there (None where it names
+none), and `Unavailable.backoff` from its `retry_after_ms`. An UNAVAILABLE
+without one is gRPC's own (no daemon answered): `transport` is True.
+Nothing is read out of the message text, which is for people.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Optional
+from typing import Any, Optional
 
 import grpc
 
 __all__ = [
     "SandfenceError", "Rejected", "Malformed", "Unavailable", "NotFound",
     "AlreadyExists", "PermissionDenied", "InternalError", "from_rpc_error",
-    "parse_refusal",
+    "refusal_of",
 ]
 
-# `phase "NAME": ` at the start of a compiler message.
-_PHASE = re.compile(r'^phase "((?:[^"\\]|\\.)*)": ')
-# What follows it: a field and its value, quoted (`tool "grader" (url)`,
-# `model "http://..."`, `sandbox.cgroup_path "/x"`) or bare
-# (`network_access model_only`), then the reason.
-_FIELD_QUOTED = re.compile(
-    r'^([a-z_][a-z0-9_.]*) "((?:[^"\\]|\\.)*)"(?: \(([^)]*)\))?:? ?(.*)$', re.S)
-_FIELD_BARE = re.compile(
-    r'^(?:(network_access) (inherit|model_only|model_and_tools|unspecified)'
-    r'|(sandbox) (/\S*)) (.*)$', re.S)
-# `rollout_id is empty`, `network_access is unset or unknown`: a field, no value.
-_FIELD_ONLY = re.compile(r'^([a-z_][a-z0-9_.]*) (is .*)$', re.S)
+# Where gRPC carries a google.rpc.Status (sandfence's RpcStatus).
+_DETAILS_KEY = "grpc-status-details-bin"
+_REFUSAL_TYPE = "type.googleapis.com/sandfence.v1.Refusal"
 
 
-def parse_refusal(message: str) -> tuple:
-    """(phase, field, value, reason) from a daemon message; None for the
-    parts it does not name. A tool's value is its URL when the message
-    gives both name and URL."""
-    phase = None
-    rest = message
-    m = _PHASE.match(rest)
-    if m:
-        phase = m.group(1)
-        rest = rest[m.end():]
-    m = _FIELD_QUOTED.match(rest)
-    if m:
-        field, value, extra, reason = m.group(1), m.group(2), m.group(3), m.group(4)
-        if field == "tool" and extra:
-            value = extra  # `tool "name" (url)`: the URL is the value
-        return phase, field, value, reason or message
-    m = _FIELD_BARE.match(rest)
-    if m:
-        field = m.group(1) or m.group(3)
-        value = m.group(2) or m.group(4)
-        return phase, field, value, m.group(5)
-    m = _FIELD_ONLY.match(rest)
-    if m:
-        return phase, m.group(1), None, m.group(2)
-    return phase, None, None, rest
+def refusal_of(e: Any) -> Optional[Any]:
+    """The daemon's typed Refusal (sandfence.v1.Refusal) in a failed call's
+    status details, or None (a transport error, an older daemon)."""
+    trailing = e.trailing_metadata() if hasattr(e, "trailing_metadata") else None
+    for key, value in (trailing or ()):
+        if key != _DETAILS_KEY:
+            continue
+        from sandfence.v1 import daemon_pb2  # generated; imported when needed
+        status = daemon_pb2.RpcStatus()
+        try:
+            status.ParseFromString(value)
+        except Exception:  # noqa: BLE001 - a foreign or damaged trailer
+            return None
+        for any_msg in status.details:
+            if any_msg.type_url == _REFUSAL_TYPE:
+                refusal = daemon_pb2.Refusal()
+                if any_msg.Unpack(refusal):
+                    return refusal
+    return None
 
 
 class SandfenceError(Exception):
@@ -90,17 +76,17 @@ class SandfenceError(Exception):
 
 class _Refusal(SandfenceError, ValueError):
     """A request the daemon refuses as it is: a ValueError (as NeMo Gym's
-    AgentSeedRejectedError is), never retryable."""
+    AgentSeedRejectedError is), never retryable. `phase`, `field`, `value`
+    and `reason` are the daemon's Refusal's (None where it names none)."""
 
     def __init__(self, message: str, code: Optional[grpc.StatusCode] = None, *,
                  phase: Optional[str] = None, field: Optional[str] = None,
                  value: Optional[str] = None, reason: Optional[str] = None):
         super().__init__(message, code)
-        p, f, v, r = parse_refusal(message)
-        self.phase = phase if phase is not None else p
-        self.field = field if field is not None else f
-        self.value = value if value is not None else v
-        self.reason = reason if reason is not None else r
+        self.phase = phase
+        self.field = field
+        self.value = value
+        self.reason = reason if reason is not None else message
 
 
 class Rejected(_Refusal):
@@ -121,9 +107,15 @@ class Unavailable(SandfenceError):
     retryable = True
 
     def __init__(self, message: str, code: Optional[grpc.StatusCode] = None,
-                 backoff: float = 1.0, transport: bool = False):
+                 backoff: float = 1.0, transport: bool = False, *,
+                 phase: Optional[str] = None, field: Optional[str] = None,
+                 value: Optional[str] = None, reason: Optional[str] = None):
         super().__init__(message, code)
         self.backoff = backoff
+        self.phase = phase
+        self.field = field
+        self.value = value
+        self.reason = reason if reason is not None else message
         # True when no daemon took part (nothing listens, the connection
         # broke): the request may not have reached it.
         self.transport = transport
@@ -156,28 +148,32 @@ class InternalError(SandfenceError):
 # a daemon's own "retry" answer.
 _TRANSPORT_BACKOFF = 2.0
 _DAEMON_BACKOFF = 1.0
-# gRPC core's texts for a call that no daemon answered: nothing listens, or
-# the connection broke under the call (the daemon died).
-_TRANSPORT_TEXTS = (
-    "failed to connect", "Socket closed", "Connection refused", "Connection reset",
-    "Broken pipe", "No such file", "connections to all backends failing",
-    "GOAWAY", "Transport closed", "Connection timed out")
+def _named(refusal: Any) -> dict:
+    """The Refusal's parts as keyword arguments; "" (proto3's unset) is None."""
+    if refusal is None:
+        return {}
+    return {name: (getattr(refusal, name) or None)
+            for name in ("phase", "field", "value", "reason")}
 
 
 def from_rpc_error(e: grpc.RpcError) -> SandfenceError:
     """The typed error for a failed call."""
     code = e.code() if hasattr(e, "code") else None
     details = (e.details() if hasattr(e, "details") else None) or str(e)
+    refusal = refusal_of(e)
     if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return Rejected(details, code)
+        return Rejected(details, code, **_named(refusal))
     if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return Malformed(details, code)
+        return Malformed(details, code, **_named(refusal))
     if code == grpc.StatusCode.UNAVAILABLE:
-        # gRPC's own texts for a socket nobody serves.
-        transport = any(s in details for s in _TRANSPORT_TEXTS)
-        return Unavailable(details, code,
-                           _TRANSPORT_BACKOFF if transport else _DAEMON_BACKOFF,
-                           transport=transport)
+        if refusal is not None:
+            # The daemon itself said "later": it names the wait.
+            backoff = (refusal.retry_after_ms / 1000.0) or _DAEMON_BACKOFF
+            return Unavailable(details, code, backoff, transport=False,
+                               **_named(refusal))
+        # No Refusal: gRPC's own answer (nothing serves the socket, the
+        # connection broke under the call): the daemon may not have seen it.
+        return Unavailable(details, code, _TRANSPORT_BACKOFF, transport=True)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return Unavailable(f"no answer in time: {details}", code, _TRANSPORT_BACKOFF)
     if code == grpc.StatusCode.NOT_FOUND:

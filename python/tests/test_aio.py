@@ -29,12 +29,12 @@ def probe(rollout, host, port):
 ])
 def test_each_mode_from_gyms_helper(sf, daemon, listeners, mode, model, tool,
                                     forbidden):
-    net = sf.restrict_sandbox_network(
-        mode, listeners.model_url if mode != "inherit" else None,
-        tool_urls=[listeners.tool_url] if mode != "inherit" else ())
-
     async def main():
         async with aio(sf).AsyncClient(daemon.socket, connect_timeout=15) as client:
+            net = await aio(sf).restrict_sandbox_network(
+                mode, listeners.model_url if mode != "inherit" else None,
+                tool_urls=[listeners.tool_url] if mode != "inherit" else (),
+                client=client)
             rollout = await client.start_rollout(rollout_id("aio-" + mode), **net)
             async with rollout:
                 got = []

@@ -22,7 +22,8 @@ def second_tool_port():
 @pytest.mark.parametrize("any_port", [False, True])
 def test_any_port_opens_the_tools_host(client, sf, listeners, second_tool_port, any_port):
     net = sf.restrict_sandbox_network("model_and_tools", listeners.model_url,
-                                      tool_urls=[listeners.tool_url], any_port=any_port)
+                                      tool_urls=[listeners.tool_url], any_port=any_port,
+                                      client=client)
     with client.start_rollout(rollout_id("anyport"), **net) as r:
         assert r.run(probe_argv("127.0.0.3", listeners.tool)).returncode == 0
         other = r.run(probe_argv("127.0.0.3", second_tool_port),

@@ -6,20 +6,25 @@ import pytest
 from conftest import rollout_id
 
 
-def test_parse_refusal_names_phase_field_value(sf):
-    from sandfence.errors import parse_refusal
-    assert parse_refusal('phase "agent": tool "grader" (http://127.0.0.5:9000) is '
-                         'required, but model_only allows only the model server') == (
-        "agent", "tool", "http://127.0.0.5:9000",
-        "is required, but model_only allows only the model server")
-    assert parse_refusal('phase "default": network_access model_only cannot be '
-                         'enforced on a borrowed sandbox')[:3] == (
-        "default", "network_access", "model_only")
-    assert parse_refusal('sandbox.cgroup_path "/x" is the root cgroup')[1:3] == (
-        "sandbox.cgroup_path", "/x")
-    assert parse_refusal("rollout_id is empty")[1:3] == ("rollout_id", None)
-    assert parse_refusal("something else entirely") == (
-        None, None, None, "something else entirely")
+def test_the_refusal_is_data_in_the_status_details(client, sf, listeners):
+    # A raw gRPC caller reads the same typed Refusal the errors are made of.
+    from sandfence.errors import refusal_of
+    from sandfence.v1 import daemon_pb2
+    req = daemon_pb2.StartRolloutRequest(rollout_id=rollout_id("raw"))
+    req.sandbox.create = True
+    req.network_access = 2  # MODEL_ONLY
+    req.endpoints.model.append(listeners.model_url)
+    req.endpoints.tool.add(url=listeners.tool_url, required=True, name="grader")
+    with pytest.raises(grpc.RpcError) as e:
+        client._stub.StartRollout(req, timeout=30)
+    refusal = refusal_of(e.value)
+    assert refusal is not None, e.value.trailing_metadata()
+    assert refusal.cause == daemon_pb2.Refusal.REJECTED and not refusal.retryable
+    assert (refusal.phase, refusal.field, refusal.value) == (
+        "default", "tool", listeners.tool_url)
+    assert refusal.reason in e.value.details()
+    # The message alone, without the details, says nothing typed.
+    assert sf.Rejected("phase \"x\": tool \"y\" is required").field is None
 
 
 def test_rejected_carries_phase_field_value_reason(client, sf, listeners):
@@ -115,7 +120,8 @@ def test_refusals_are_value_errors_and_nothing_else_is(sf):
     for cls in (sf.Unavailable, sf.NotFound, sf.InternalError):
         assert not issubclass(cls, ValueError)
     try:
-        raise sf.Rejected('phase "agent": tool "t" (http://127.0.0.5:9) is required')
+        raise sf.Rejected('phase "agent": tool "t" (http://127.0.0.5:9) is required',
+                          phase="agent", field="tool", value="http://127.0.0.5:9")
     except ValueError as e:
         assert e.field == "tool"
 

@@ -126,7 +126,7 @@ def test_watch_yields_the_decisions(client, sf, listeners):
 
 def test_own_netns_run_joins_it(client, sf, netns):
     net = sf.restrict_network("model_only", "http://192.0.2.1:8000/v1",
-                              own_netns=True, netns_path=netns.path)
+                              own_netns=True, netns_path=netns.path, client=client)
     with client.start_rollout(rollout_id("netns"), **net) as r:
         p = r.run(["/usr/bin/readlink", "/proc/self/ns/net"], capture_output=True, text=True)
         assert p.returncode == 0

@@ -160,8 +160,9 @@ from sandfence.v1 import daemon_pb2
 assert sandfence.__file__.startswith("/usr/lib/python3/dist-packages/"), sandfence.__file__
 assert issubclass(sandfence.Rejected, ValueError)
 sandfence.aio.AsyncClient, sandfence.Client, daemon_pb2.StartRolloutRequest
-net = sandfence.restrict_sandbox_network("model_only", "http://127.0.0.2:8000/v1")
+net = sandfence.network.network_request("model_only", "http://127.0.0.2:8000/v1")
 assert net["network_access"] == "model_only", net
+assert sandfence.Client.check and sandfence.aio.restrict_sandbox_network
 print("python3-sandfence imports from", sandfence.__file__)
 ') || fail "the installed python3-sandfence does not import"
 	dpkg -P python3-sandfence >"$tmp/pyremove.log" 2>&1 || { cat "$tmp/pyremove.log"; fail "dpkg -P python3-sandfence failed"; }
