@@ -291,6 +291,54 @@ TEST(PolicyFlagsAgreeWithThePolicyLanguage, AllowHosts) {
   }
 }
 
+// --tools-any-port is the policy's tool { any_port: true } for every tool
+// flag, given before or after them: the same rules, "(any port)" in their
+// origin. Alone, it is a usage error (it would silently open nothing).
+TEST(PolicyFlagsAgreeWithThePolicyLanguage, ToolsAnyPort) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, std::vector<HostPort>{});
+  for (const bool first : {true, false}) {
+    PolicyFlags flags;
+    FlagParser parser;
+    RegisterPolicyFlags(&parser, &flags);
+    std::vector<std::string> args = {"--network-access", "model_and_tools",
+                                     "--model", "http://127.0.0.2:8000/v1",
+                                     "--tool", "http://127.0.0.3:9000/",
+                                     "--required-tool",
+                                     "grader=http://127.0.0.4:9001/"};
+    args.insert(first ? args.begin() : args.end(), "--tools-any-port");
+    absl::StatusOr<FlagParser::Result> r = parser.Parse(args);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(FinishPolicyFlags(r->positionals, &flags).ok());
+    ASSERT_EQ(flags.endpoints.tools.size(), 2u);
+    for (const v1::ToolGrant& t : flags.endpoints.tools) {
+      EXPECT_TRUE(t.any_port()) << t.url();
+    }
+    absl::StatusOr<v1::PolicySet> p = LoadPolicyFromFlags(flags);
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<CompiledPolicy> compiled =
+        compiler.Compile(*p, flags.endpoints, {});
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    int wide = 0;
+    for (const Rule& rule : compiled->phases[0].rules) {
+      if (rule.port_first == 1 && rule.port_last == 65535) {
+        ++wide;
+        EXPECT_THAT(rule.origin, HasSubstr("(any port)"));
+      }
+    }
+    EXPECT_EQ(wide, 2);
+  }
+  PolicyFlags flags;
+  FlagParser parser;
+  RegisterPolicyFlags(&parser, &flags);
+  absl::StatusOr<FlagParser::Result> r =
+      parser.Parse({"--network-access", "model_only", "--tools-any-port"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::Status s = FinishPolicyFlags(r->positionals, &flags);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("--tools-any-port"));
+}
+
 TEST(FinishPolicyFlags, InlinePolicyFromTheMode) {
   PolicyFlags flags;
   FlagParser parser;

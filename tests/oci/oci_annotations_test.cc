@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "common/status.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oci/container.h"
 
@@ -87,6 +88,20 @@ TEST(StartRequestFromAnnotations, TheFlagsOfRunWrittenAsAnnotations) {
   ASSERT_EQ(r->endpoints().allow_size(), 2);
   EXPECT_EQ(r->endpoints().allow(0).protocol(), v1::UDP);
   EXPECT_EQ(r->endpoints().allow(1).host(), "::1");
+  EXPECT_FALSE(r->endpoints().tool(0).any_port());
+
+  // tools-any-port, as run's --tools-any-port: every tool's whole host.
+  std::map<std::string, std::string> wide = a;
+  wide["sandfence.dev/tools-any-port"] = "true";
+  r = StartRequestFromAnnotations(wide, "c1", kPlacement);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->endpoints().tool(0).any_port());
+  EXPECT_TRUE(r->endpoints().tool(1).any_port());
+  wide["sandfence.dev/tools-any-port"] = "yes";
+  r = StartRequestFromAnnotations(wide, "c1", kPlacement);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("tools-any-port"));
 
   // A policy file and a rollout id of its own; the host's network.
   r = StartRequestFromAnnotations({{"sandfence.dev/policy", "eval.textproto"},

@@ -16,8 +16,8 @@ namespace sandfence {
 namespace {
 
 constexpr const char* kKeys[] = {
-    "network-access", "policy", "model",      "tool",
-    "required-tool",  "allow",  "rollout-id", "phase"};
+    "network-access", "policy",     "model", "tool",          "required-tool",
+    "allow",          "rollout-id", "phase", "tools-any-port"};
 
 std::vector<std::string> List(absl::string_view value) {
   std::vector<std::string> out;
@@ -119,6 +119,18 @@ absl::StatusOr<v1::StartRolloutRequest> StartRequestFromAnnotations(
           ParseToolFlag(item, std::string(key) == "required-tool");
       if (!tool.ok()) return Bad(key, item, tool.status().message());
       *ep->add_tool() = *std::move(tool);
+    }
+  }
+  if (auto it = ours.find("tools-any-port"); it != ours.end()) {
+    if (it->second != "true" && it->second != "false") {
+      return Bad("tools-any-port", it->second, "expected true or false");
+    }
+    if (it->second == "true") {
+      if (ep->tool_size() == 0) {
+        return Bad("tools-any-port", it->second,
+                   "no tool or required-tool annotation to apply it to");
+      }
+      for (v1::ToolGrant& tool : *ep->mutable_tool()) tool.set_any_port(true);
     }
   }
   for (const std::string& item : List(ours["allow"])) {

@@ -280,6 +280,11 @@ void RegisterPolicyFlags(FlagParser* parser, PolicyFlags* flags) {
         return absl::OkStatus();
       },
       /*repeatable=*/true);
+  parser->AddBoolFlag(
+      "tools-any-port",
+      "every --tool and --required-tool opens every TCP port of its host, "
+      "not only its URL's (check and the record say \"any port\")",
+      &flags->tools_any_port);
   parser->AddValueFlag(
       "allow", "HOST:PORT[/tcp|/udp|/any]",
       "an extra rule; PORT may be FIRST-LAST, HOST a name, address, CIDR "
@@ -355,6 +360,13 @@ absl::Status FinishPolicyFlags(const std::vector<std::string>& positionals,
   }
   if (flags->policy_path.empty() && !flags->network_access) {
     return Usage("no policy: give a policy file, or --network-access MODE");
+  }
+  if (flags->tools_any_port) {
+    if (flags->endpoints.tools.empty()) {
+      return Usage("--tools-any-port is given, but no --tool or "
+                   "--required-tool");
+    }
+    for (v1::ToolGrant& tool : flags->endpoints.tools) tool.set_any_port(true);
   }
   return absl::OkStatus();
 }

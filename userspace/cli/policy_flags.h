@@ -83,14 +83,19 @@ struct PolicyFlags {
   RolloutEndpoints endpoints;       // --model, --tool, --required-tool, --allow
   CompileContext context;           // --own-netns, --borrowed
   std::vector<HostPort> resolvers;  // --resolver
+  // --tools-any-port: every --tool and --required-tool opens every TCP
+  // port of its host (ToolGrant.any_port, Gym's seed's host rule).
+  bool tools_any_port = false;
 };
 
 // Registers --phase, --network-access, --model, --tool, --required-tool,
-// --allow, --own-netns, --borrowed and --resolver, writing into *flags.
+// --tools-any-port, --allow, --own-netns, --borrowed and --resolver, writing
+// into *flags.
 void RegisterPolicyFlags(FlagParser* parser, PolicyFlags* flags);
 
-// Takes the POLICY argument (at most one positional) and checks that the
-// policy comes from exactly one place: a file, or --network-access.
+// Takes the POLICY argument (at most one positional), checks that the
+// policy comes from exactly one place (a file, or --network-access), and
+// applies --tools-any-port to every tool flag, wherever it was given.
 absl::Status FinishPolicyFlags(const std::vector<std::string>& positionals,
                                PolicyFlags* flags);
 
