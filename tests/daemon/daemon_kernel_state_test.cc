@@ -14,7 +14,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <functional>
 #include <memory>
 #include <string>
@@ -395,6 +399,111 @@ TEST_F(DaemonKernelStateTest, ANestedSandboxNarrowsAndNeverWidens) {
 // killed and its cgroup removed, the existing cgroup is left with nothing
 // attached, the pins and the state go, the records stay. While a daemon
 // runs, it refuses (75) and changes nothing.
+// What a rollout holds in the kernel and the pins: its sandbox entry, its
+// generation's rules, its links.
+struct Held {
+  bool entry = false;
+  int rules = 0;
+  bool links = false;
+};
+
+// "Dead sandboxes are reclaimed" (issue 36): a rollout whose cgroup is
+// removed without EndRollout (a runtime removed the container's cgroup, an
+// operator rmdir'ed it) is ended by the daemon: its entry, rules and links
+// go, it is no longer listed, and its record is written, saying how it
+// ended. With the daemon up, and when the daemon was down at the time (the
+// next daemon adopts it, notices, and ends it).
+TEST_F(DaemonKernelStateTest, ARemovedSandboxIsReclaimedUpOrAtTheNextStart) {
+  const PinLayout pins = PinsOf(daemon_->dirs().pin_dir);
+  auto held = [&](const v1::StartRolloutResponse& r) {
+    Held h;
+    h.entry = SandboxEntry(r.cgroup_id());
+    h.rules = RuleEntries(r.generation());
+    h.links = std::filesystem::exists(pins.SandboxLinksDir(r.cgroup_id()));
+    return h;
+  };
+  auto listed = [&](const std::string& id) {
+    const v1::ListRolloutsResponse list = daemon_->List();
+    for (const v1::RolloutSummary& s : list.rollout()) {
+      if (s.rollout_id() == id) return true;
+    }
+    return false;
+  };
+  auto record_says_gone = [&](const std::string& id) {
+    std::ifstream f(daemon_->dirs().records() + "/" + id + ".record.pb",
+                    std::ios::binary);
+    if (!f) return false;
+    std::string bytes((std::istreambuf_iterator<char>(f)), {});
+    v1::RolloutRecord record;
+    if (!record.ParseFromString(bytes)) return false;
+    for (const v1::RecordWarning& w : record.warning()) {
+      if (w.kind() == v1::WARNING_SANDBOX_GONE) return true;
+    }
+    return false;
+  };
+  auto expect_reclaimed = [&](const std::string& id,
+                              const v1::StartRolloutResponse& r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(Eventually([&] { return !listed(id); }))
+        << id << " is still open\n" << daemon_->Log();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+    // Measured, not asserted (the issue's target is 5 s): CI's log shows it.
+    std::cout << "[ measured ] " << id << " reclaimed " << ms
+              << " ms after its cgroup was removed (or the daemon started)\n";
+    EXPECT_TRUE(Eventually([&] {
+      const Held h = held(r);
+      return !h.entry && h.rules == 0 && !h.links;
+    })) << id << ": entry " << held(r).entry << ", rules " << held(r).rules
+        << ", links " << held(r).links;
+    EXPECT_TRUE(Eventually([&] { return record_says_gone(id); }))
+        << id << ": no record with WARNING_SANDBOX_GONE\n" << daemon_->Log();
+  };
+
+  // A created sandbox and an existing cgroup (a container's), daemon up.
+  v1::StartRolloutResponse created;
+  ASSERT_TRUE(daemon_->Start(Request("gone-created"), &created).ok());
+  const std::string existing =
+      MakeCgroup(daemon_->dirs().cgroups + "/gone-existing");
+  v1::StartRolloutRequest req = Request("gone-existing");
+  req.mutable_sandbox()->set_cgroup_path(existing);
+  v1::StartRolloutResponse on_existing;
+  ASSERT_TRUE(daemon_->Start(req, &on_existing).ok());
+  // And one that stays: the reclaim must not touch it.
+  v1::StartRolloutResponse kept;
+  ASSERT_TRUE(daemon_->Start(Request("gone-kept"), &kept).ok());
+  for (const auto* r : {&created, &on_existing, &kept}) {
+    const Held h = held(*r);
+    ASSERT_TRUE(h.entry && h.rules > 0 && h.links) << r->rollout_id();
+  }
+  ASSERT_EQ(rmdir(created.cgroup_path().c_str()), 0) << strerror(errno);
+  ASSERT_EQ(rmdir(existing.c_str()), 0) << strerror(errno);
+  expect_reclaimed("gone-created", created);
+  expect_reclaimed("gone-existing", on_existing);
+  EXPECT_TRUE(listed("gone-kept"));
+  const Held still = held(kept);
+  EXPECT_TRUE(still.entry && still.rules > 0 && still.links);
+  EXPECT_EQ(ProbeIn(kept.cgroup_path(), "tcp-connect", "127.0.0.4",
+                    forbidden_.port),
+            kDenied)
+      << "the rollout that stayed is still enforced";
+
+  // The daemon is killed; the cgroup goes while nobody watches; the next
+  // daemon finds it gone.
+  v1::StartRolloutResponse unwatched;
+  ASSERT_TRUE(daemon_->Start(Request("gone-unwatched"), &unwatched).ok());
+  daemon_->Stop(SIGKILL);
+  ASSERT_EQ(rmdir(unwatched.cgroup_path().c_str()), 0) << strerror(errno);
+  EXPECT_TRUE(held(unwatched).entry) << "nothing frees it while no daemon runs";
+  daemon_->Start();
+  expect_reclaimed("gone-unwatched", unwatched);
+  EXPECT_TRUE(listed("gone-kept")) << "adopted, not reclaimed";
+
+  v1::EndRolloutResponse ended;
+  EXPECT_TRUE(daemon_->End("gone-kept", &ended).ok());
+}
+
 TEST_F(DaemonKernelStateTest, CleanupFromTheCommandLine) {
   v1::StartRolloutResponse created;
   ASSERT_TRUE(daemon_->Start(Request("clean-created"), &created).ok());

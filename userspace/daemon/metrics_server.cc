@@ -198,6 +198,10 @@ std::string RenderMetrics(const ManagerMetrics& m,
   metric("sandfence_runs_reaped_total", "counter",
          "Sandboxes of dead `sandfence run`s ended by this daemon.", "",
          m.runs_reaped);
+  metric("sandfence_sandboxes_gone_total", "counter",
+         "Open rollouts whose sandbox cgroup was removed without EndRollout, "
+         "ended by the daemon (their records say so).",
+         "", m.sandboxes_gone);
   metric("sandfence_audit_only_sandboxes", "gauge",
          "Open rollouts whose sandbox is in an audit-only phase now "
          "(enforce: AUDIT): nothing is denied there, what would be is "

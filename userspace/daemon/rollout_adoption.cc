@@ -38,6 +38,7 @@ using rollout_internal::PolicyFromState;
 
 void RolloutManager::EventLoop() {
   int64_t last_reap = NowUnixNs();
+  int64_t last_gone_check = 0;  // at once: adopted rollouts may be gone
   while (!stop_) {
     absl::StatusOr<int> n = enforcement_->PollEvents(20);
     if (!n.ok()) LogError("event reader: %s", n.status().ToString());
@@ -59,6 +60,45 @@ void RolloutManager::EventLoop() {
             static_cast<int64_t>(options_.reap_interval_ms) * 1000000) {
       last_reap = NowUnixNs();
       ReapRuns();
+    }
+    if (options_.gone_check_ms > 0 &&
+        NowUnixNs() - last_gone_check >=
+            static_cast<int64_t>(options_.gone_check_ms) * 1000000) {
+      last_gone_check = NowUnixNs();
+      ReclaimGone();
+    }
+  }
+}
+
+void RolloutManager::ReclaimGone() {
+  std::vector<std::shared_ptr<Rollout>> open;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, r] : rollouts_) open.push_back(r);
+  }
+  for (const std::shared_ptr<Rollout>& r : open) {
+    std::string id;
+    {
+      // A rollout busy with a call is looked at on the next pass.
+      if (!r->mu.TryLock()) continue;
+      std::string why;
+      if (r->open()) why = r->sandbox->CgroupGoneReason();
+      if (!why.empty()) {
+        id = r->state.request().rollout_id();
+        r->sandbox->NoteGone(absl::StrCat(
+            why, ": the daemon ended the rollout without EndRollout"));
+      }
+      r->mu.Unlock();
+    }
+    if (id.empty()) continue;
+    absl::StatusOr<v1::EndRolloutResponse> ended = End(id);
+    if (ended.ok()) {
+      ++gone_;
+      LogWarning("rollout %s: its sandbox cgroup is gone; ended it (record %s)",
+                 id, ended->record_path());
+    } else if (!absl::IsNotFound(ended.status())) {
+      LogError("rollout %s: its sandbox cgroup is gone; ending it: %s", id,
+               ended.status().ToString());
     }
   }
 }

@@ -62,6 +62,9 @@ struct ManagerOptions {
   size_t max_open_rollouts = 4096;
   // How often the daemon ends the sandboxes of dead `sandfence run`s.
   int reap_interval_ms = 5000;
+  // How often the daemon looks for open rollouts whose cgroup is gone
+  // (removed without EndRollout) and ends them; 0: never.
+  int gone_check_ms = 1000;
   // Every rollout's decisions, its refusals included, as event lines
   // (`--events-out`, and the watchers of `watch --json`); null: none.
   std::shared_ptr<events::EventStream> events;
@@ -84,6 +87,7 @@ struct ManagerMetrics {
   uint64_t watch_events_missed = 0;  // by slow WatchEvents readers
   uint64_t calls_refused_from_sandboxes = 0;
   uint64_t runs_reaped = 0;
+  uint64_t sandboxes_gone = 0;
   // Open rollouts whose phase in force is audit only (nothing denied).
   uint64_t audit_only_sandboxes = 0;
   // The DNS filters' counts of every rollout this daemon has served, ended
@@ -208,6 +212,10 @@ class RolloutManager {
   absl::StatusOr<v1::RolloutRecord> MergedRecord(const Rollout& rollout);
   void EventLoop();
   void ReapRuns();
+  // Ends every open rollout whose sandbox cgroup is gone: removed (or
+  // replaced by another at its path) without EndRollout. Its state is
+  // freed as an end frees it, and its record says how it ended.
+  void ReclaimGone();
   // The cgroup a request may use as a sandbox, or why not.
   absl::StatusOr<CgroupRef> CheckExistingCgroup(const std::string& path);
   std::string FinalRecordPath(absl::string_view rollout_id) const;
@@ -257,7 +265,7 @@ class RolloutManager {
   RolloutTotals totals_;
   std::atomic<uint64_t> started_{0}, ended_{0}, adopted_{0}, allowed_{0},
       denied_{0}, switches_{0}, refusals_{0}, watch_missed_{0},
-      refused_calls_{0}, reaped_{0};
+      refused_calls_{0}, reaped_{0}, gone_{0};
 };
 
 }  // namespace sandfence

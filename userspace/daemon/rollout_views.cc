@@ -126,6 +126,7 @@ ManagerMetrics RolloutManager::Metrics() {
   m.watch_events_missed = watch_missed_;
   m.calls_refused_from_sandboxes = refused_calls_;
   m.runs_reaped = reaped_;
+  m.sandboxes_gone = gone_;
   return m;
 }
 

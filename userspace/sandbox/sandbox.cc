@@ -1,6 +1,7 @@
 #include "sandbox/sandbox.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -780,6 +781,27 @@ absl::StatusOr<SandboxEnd> Sandbox::End() {
   if (!out.counters_read) lost("kernel_counters_unread", 1);
   events_->Ended(policy_.phases[phase_index_].name, std::move(losses));
   return out;
+}
+
+std::string Sandbox::CgroupGoneReason() const {
+  struct stat st {};
+  if (::stat(cgroup_.path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return "";  // unreadable is not gone
+    return absl::StrCat("the sandbox cgroup ", cgroup_.path, " was removed");
+  }
+  if (static_cast<uint64_t>(st.st_ino) != cgroup_.id) {
+    return absl::StrCat("the sandbox cgroup ", cgroup_.path,
+                        " was removed and another made at its path");
+  }
+  return "";
+}
+
+void Sandbox::NoteGone(std::string why) {
+  absl::MutexLock lock(&mu_);
+  created_ = false;
+  if (recorder_) {
+    recorder_->AddWarning(v1::WARNING_SANDBOX_GONE, std::move(why));
+  }
 }
 
 void Sandbox::Release() {

@@ -150,6 +150,14 @@ class Sandbox : private EventRoute {
   // Releases (never ends) a sandbox that was neither ended nor released.
   ~Sandbox() override;
 
+  // Why the sandbox's cgroup is gone (removed, or another cgroup at its
+  // path), or "" while it is there. Nothing can run in a removed cgroup.
+  std::string CgroupGoneReason() const;
+  // Marks the cgroup gone before End: End then neither kills nor removes
+  // anything by its path (which may name another cgroup now), and the
+  // record carries `why` as WARNING_SANDBOX_GONE.
+  void NoteGone(std::string why);
+
   // Malformed for a phase the policy does not have.
   absl::StatusOr<PhaseChange> SwitchPhase(absl::string_view phase);
   absl::StatusOr<SandboxEnd> End();
