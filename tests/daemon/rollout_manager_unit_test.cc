@@ -894,6 +894,50 @@ TEST_F(RolloutManagerUnitTest, WatchSeesTheRolloutsEventsFromTheEventThread) {
   EXPECT_FALSE(manager_->IsOpen("r1"));
 }
 
+// --- Dead sandboxes (issue 36) ---
+
+// A sandbox whose cgroup is removed behind the daemon's back is ended by
+// the event thread: its egress entry, guard and DNS filter go, nothing is
+// killed or removed by its path (which may name another cgroup now), the
+// record says how it ended, and the other rollouts are left alone.
+TEST_F(RolloutManagerUnitTest, ARemovedSandboxIsEndedByTheEventThread) {
+  manager_->AdoptAndStart();  // starts the event thread
+  absl::StatusOr<v1::StartRolloutResponse> gone =
+      manager_->Start(Request("gone"));
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  absl::StatusOr<v1::StartRolloutResponse> kept =
+      manager_->Start(Request("kept"));
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_TRUE(kernel_->Egress(gone->cgroup_id()).has_value());
+  const int kills = kernel_->CallCount(FakeCall::kKillCgroup);
+
+  kernel_->RemoveCgroupBehindOurBack(gone->cgroup_path());
+  // A bound on a hang, not a speed assertion.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (manager_->IsOpen("gone") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(manager_->IsOpen("gone")) << "never reclaimed";
+  EXPECT_FALSE(kernel_->Egress(gone->cgroup_id()).has_value());
+  EXPECT_FALSE(kernel_->Guarded(gone->cgroup_id()).has_value());
+  EXPECT_EQ(kernel_->CallCount(FakeCall::kKillCgroup), kills)
+      << "a gone sandbox is not killed by its path";
+  EXPECT_EQ(manager_->Metrics().sandboxes_gone, 1u);
+  // Its record, written as an EndRollout writes it, says why.
+  absl::StatusOr<v1::GetRecordResponse> record = manager_->GetRecord("gone");
+  ASSERT_TRUE(record.ok()) << record.status();
+  bool said = false;
+  for (const v1::RecordWarning& w : record->record().warning()) {
+    said |= w.kind() == v1::WARNING_SANDBOX_GONE &&
+            absl::StrContains(w.text(), gone->cgroup_path());
+  }
+  EXPECT_TRUE(said) << record->record().DebugString();
+  // The other rollout is open and enforced.
+  EXPECT_TRUE(manager_->IsOpen("kept"));
+  EXPECT_TRUE(kernel_->Egress(kept->cgroup_id()).has_value());
+  ASSERT_TRUE(manager_->End("kept").ok());
+}
+
 // --- Decisions by code, never by text ---
 
 TEST_F(RolloutManagerUnitTest, AttachAlreadyExistsIsTheAlreadyEnforcedRefusal) {

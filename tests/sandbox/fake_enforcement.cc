@@ -71,6 +71,12 @@ void FakeKernel::OnCall(std::function<void(FakeCall, uint64_t)> observer) {
   observer_ = std::move(observer);
 }
 
+void FakeKernel::RemoveCgroupBehindOurBack(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto it = cgroups_.find(path);
+  if (it != cgroups_.end()) it->second.removed = true;
+}
+
 CgroupRef FakeKernel::AddCgroup(const std::string& path) {
   absl::MutexLock lock(&mu_);
   auto it = cgroups_.find(path);
@@ -346,6 +352,19 @@ absl::Status FakeEnforcement::KillCgroup(uint64_t cgroup_id) {
   }
   ++cg->kills;
   return absl::OkStatus();
+}
+
+std::string FakeEnforcement::CgroupGone(const CgroupRef& cgroup) {
+  absl::MutexLock klock(&kernel_->mu_);
+  auto it = kernel_->cgroups_.find(cgroup.path);
+  if (it == kernel_->cgroups_.end() || it->second.removed) {
+    return absl::StrCat("the sandbox cgroup ", cgroup.path, " was removed");
+  }
+  if (it->second.ref.id != cgroup.id) {
+    return absl::StrCat("the sandbox cgroup ", cgroup.path,
+                        " was removed and another made at its path");
+  }
+  return "";
 }
 
 absl::Status FakeEnforcement::ReleaseCgroup(uint64_t cgroup_id, bool remove) {

@@ -101,6 +101,9 @@ class FakeKernel {
   void OnCall(std::function<void(FakeCall, uint64_t)> observer);
   // An existing cgroup (OpenCgroup finds it). Returns its ref.
   CgroupRef AddCgroup(const std::string& path);
+  // The cgroup at `path` is removed behind sandfence's back (a runtime's
+  // rmdir): CgroupGone says so from now on.
+  void RemoveCgroupBehindOurBack(const std::string& path);
   // Puts an egress entry in place, as a process that died left it.
   void PutEgress(uint64_t cgroup_id, const FakeEgress& egress);
   void SetCounters(uint64_t cgroup_id, const SandboxCounters& counters);
@@ -184,6 +187,7 @@ class FakeEnforcement : public HostEnforcement {
   absl::StatusOr<std::string> CgroupPath(uint64_t cgroup_id) override;
   absl::Status KillCgroup(uint64_t cgroup_id) override;
   absl::Status ReleaseCgroup(uint64_t cgroup_id, bool remove) override;
+  std::string CgroupGone(const CgroupRef& cgroup) override;
   absl::StatusOr<uint32_t> AttachEgress(uint64_t cgroup_id,
                                         const CompiledPhase& phase,
                                         uint16_t phase_index) override;

@@ -64,6 +64,9 @@ class GatedEnforcement : public HostEnforcement {
   absl::Status ReleaseCgroup(uint64_t id, bool remove) override {
     return inner_->ReleaseCgroup(id, remove);
   }
+  std::string CgroupGone(const CgroupRef& cgroup) override {
+    return inner_->CgroupGone(cgroup);
+  }
   absl::StatusOr<uint32_t> SwitchEgress(uint64_t id, const CompiledPhase& phase,
                                         uint16_t phase_index) override {
     return inner_->SwitchEgress(id, phase, phase_index);

@@ -4,6 +4,9 @@
 #ifndef SANDFENCE_DAEMON_LOG_H_
 #define SANDFENCE_DAEMON_LOG_H_
 
+#include <string>
+
+#include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 
@@ -13,6 +16,12 @@ enum class LogLevel { kInfo, kWarning, kError };
 
 // Thread-safe: each line is written with one write(2).
 void LogLine(LogLevel level, absl::string_view message);
+
+// A status for the log: its code and message, without the payloads
+// (a refusal's RefusalSubject, which the message already says).
+inline std::string StatusText(const absl::Status& s) {
+  return s.ToString(absl::StatusToStringMode::kWithNoExtraData);
+}
 
 template <typename... Args>
 void LogInfo(const absl::FormatSpec<Args...>& format, const Args&... args) {

@@ -41,7 +41,7 @@ void RolloutManager::EventLoop() {
   int64_t last_gone_check = 0;  // at once: adopted rollouts may be gone
   while (!stop_) {
     absl::StatusOr<int> n = enforcement_->PollEvents(20);
-    if (!n.ok()) LogError("event reader: %s", n.status().ToString());
+    if (!n.ok()) LogError("event reader: %s", StatusText(n.status()));
     std::vector<std::shared_ptr<Rollout>> open;
     {
       absl::MutexLock lock(&mu_);
@@ -98,7 +98,7 @@ void RolloutManager::ReclaimGone() {
                  id, ended->record_path());
     } else if (!absl::IsNotFound(ended.status())) {
       LogError("rollout %s: its sandbox cgroup is gone; ending it: %s", id,
-               ended.status().ToString());
+               StatusText(ended.status()));
     }
   }
 }
@@ -122,13 +122,13 @@ std::vector<std::string> RolloutManager::AdoptAndStart() {
       LogError(
           "cannot read rollout state %s (%s); its sandbox stays enforced "
           "(sandfence daemon --cleanup removes it)",
-          loaded.path, loaded.state.status().ToString());
+          loaded.path, StatusText(loaded.state.status()));
       continue;
     }
     const std::string id = loaded.state->request().rollout_id();
     if (absl::Status s = Adopt(*std::move(loaded.state)); !s.ok()) {
       LogError("cannot adopt rollout %s: %s; its sandbox stays enforced", id,
-               s.ToString());
+               StatusText(s));
       continue;
     }
     ++adopted_;
@@ -153,7 +153,7 @@ std::vector<std::string> RolloutManager::AdoptAndStart() {
     if (d.kind != DriverKind::kDaemon) continue;
     if (absl::Status s = enforcement_->RecoverEvents(d.slot); !s.ok()) {
       LogWarning("events queued for a dead daemon's sandboxes: %s",
-                 s.ToString());
+                 StatusText(s));
     }
     enforcement_->ForgetDeadDriver(d.slot);
   }
@@ -166,7 +166,7 @@ void RolloutManager::AdoptUnowned(const OrphanSandbox& o) {
       enforcement_->AdoptEgress(o.egress.cgroup_id);
   if (!taken.ok()) {
     LogError("cgroup %d of a dead daemon: %s", o.egress.cgroup_id,
-             taken.status().ToString());
+             StatusText(taken.status()));
     return;
   }
   if (o.guarded) enforcement_->AdoptGuard(o.egress.cgroup_id).IgnoreError();
@@ -218,7 +218,7 @@ absl::Status RolloutManager::Adopt(v1::RolloutState state) {
   state.set_phase(sb.phase());
   state.mutable_response()->set_generation(sb.generation());
   if (absl::Status s = store_->Save(state); !s.ok()) {
-    LogWarning("rollout %s: save state: %s", id, s.ToString());
+    LogWarning("rollout %s: save state: %s", id, StatusText(s));
   }
   CountDecisions(sb);
   r->state = std::move(state);

@@ -312,7 +312,7 @@ absl::StatusOr<v1::StartRolloutResponse> RolloutManager::StartOrRefuse(
     if (owner != owner_of_.end() && owner->second == request.rollout_id()) {
       owner_of_.erase(owner);
     }
-    LogInfo("refused rollout %s: %s", request.rollout_id(), s.ToString());
+    LogInfo("refused rollout %s: %s", request.rollout_id(), StatusText(s));
     return s;
   }
   Publish(*rollout);
@@ -599,7 +599,7 @@ absl::StatusOr<v1::SetPhaseResponse> RolloutManager::SetPhase(
   // The kernel's entry names the phase in force: a crash before this save
   // is corrected by the successor, which believes the kernel.
   if (absl::Status s = store_->Save(r->state); !s.ok()) {
-    LogWarning("rollout %s: save state: %s", rollout_id, s.ToString());
+    LogWarning("rollout %s: save state: %s", rollout_id, StatusText(s));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -679,7 +679,7 @@ absl::StatusOr<v1::EndRolloutResponse> RolloutManager::End(
   ++ended_;
   if (!ended.ok()) return ended.status();
   if (!ended->cleanup.ok()) {
-    LogWarning("rollout %s: end: %s", rollout_id, ended->cleanup.ToString());
+    LogWarning("rollout %s: end: %s", rollout_id, StatusText(ended->cleanup));
   }
   absl::StatusOr<v1::RolloutRecord> record = MergedRecord(*r);
   if (!record.ok()) return record.status();
@@ -690,7 +690,7 @@ absl::StatusOr<v1::EndRolloutResponse> RolloutManager::End(
   if (absl::Status s =
           WriteFileAtomic(out.record_path(), record->SerializeAsString());
       !s.ok()) {
-    LogError("rollout %s: write record: %s", rollout_id, s.ToString());
+    LogError("rollout %s: write record: %s", rollout_id, StatusText(s));
   }
   LogInfo("ended rollout %s: %d attempts%s", rollout_id,
           record->net_attempt_size(), record->lossy() ? " (lossy)" : "");

@@ -67,6 +67,9 @@ class HostEnforcement {
   // Removes a created cgroup's directory (after KillCgroup) and lets go of
   // it; for an opened one, only lets go.
   virtual absl::Status ReleaseCgroup(uint64_t cgroup_id, bool remove) = 0;
+  // Why the cgroup is gone (removed, or another cgroup at its path), or ""
+  // while it is there (or cannot be told). Nothing runs in a removed one.
+  virtual std::string CgroupGone(const CgroupRef& cgroup) = 0;
 
   // --- egress ---
   // Returns the generation written.

@@ -148,6 +148,20 @@ absl::Status KernelEnforcement::ReleaseCgroup(uint64_t cgroup_id,
   return KillAndRemoveCgroup(path);
 }
 
+std::string KernelEnforcement::CgroupGone(const CgroupRef& cgroup) {
+  struct stat st {};
+  if (::stat(cgroup.path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return "";  // unreadable is not gone
+    return absl::StrCat("the sandbox cgroup ", cgroup.path, " was removed");
+  }
+  // A cgroup's id is its directory's inode number.
+  if (static_cast<uint64_t>(st.st_ino) != cgroup.id) {
+    return absl::StrCat("the sandbox cgroup ", cgroup.path,
+                        " was removed and another made at its path");
+  }
+  return "";
+}
+
 int KernelEnforcement::CgroupFd(uint64_t cgroup_id) {
   absl::MutexLock lock(&cgroups_mu_);
   auto it = cgroups_.find(cgroup_id);

@@ -38,6 +38,7 @@ class KernelEnforcement : public HostEnforcement {
   absl::StatusOr<std::string> CgroupPath(uint64_t cgroup_id) override;
   absl::Status KillCgroup(uint64_t cgroup_id) override;
   absl::Status ReleaseCgroup(uint64_t cgroup_id, bool remove) override;
+  std::string CgroupGone(const CgroupRef& cgroup) override;
 
   absl::StatusOr<uint32_t> AttachEgress(uint64_t cgroup_id,
                                         const CompiledPhase& phase,

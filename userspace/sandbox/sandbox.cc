@@ -784,16 +784,7 @@ absl::StatusOr<SandboxEnd> Sandbox::End() {
 }
 
 std::string Sandbox::CgroupGoneReason() const {
-  struct stat st {};
-  if (::stat(cgroup_.path.c_str(), &st) != 0) {
-    if (errno != ENOENT) return "";  // unreadable is not gone
-    return absl::StrCat("the sandbox cgroup ", cgroup_.path, " was removed");
-  }
-  if (static_cast<uint64_t>(st.st_ino) != cgroup_.id) {
-    return absl::StrCat("the sandbox cgroup ", cgroup_.path,
-                        " was removed and another made at its path");
-  }
-  return "";
+  return host_->CgroupGone(cgroup_);
 }
 
 void Sandbox::NoteGone(std::string why) {
