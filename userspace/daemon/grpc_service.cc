@@ -153,10 +153,12 @@ grpc::Status Serialize(const google::protobuf::Message& m,
                                                                          &own);
 }
 
-// A unary call: parsed here, then served on a thread of its own (a
-// callback must not block gRPC's threads; rollout calls may take seconds).
+// A unary call: parsed here, then served by the call pool (a callback must
+// not block gRPC's threads; rollout calls may take seconds). A full pool
+// answers UNAVAILABLE at once.
 template <typename Request, typename Response, typename Fn>
-grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* Unary(CallPool* pool,
+                                grpc::CallbackServerContext* context,
                                 const grpc::ByteBuffer* in,
                                 grpc::ByteBuffer* out, Fn fn) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -165,11 +167,12 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
-  std::thread([reactor, out, request, fn = std::move(fn)] {
+  absl::Status queued = pool->Submit([reactor, out, request, fn] {
     absl::StatusOr<Response> result = fn(*request);
     reactor->Finish(result.ok() ? Serialize(*result, out)
                                 : ToGrpcStatus(result.status()));
-  }).detach();
+  });
+  if (!queued.ok()) reactor->Finish(ToGrpcStatus(queued));
   return reactor;
 }
 
@@ -382,7 +385,7 @@ grpc::ServerUnaryReactor* SandfenceService::StartRollout(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return Unary<v1::StartRolloutRequest, v1::StartRolloutResponse>(
-      context, request, response,
+      &pool_, context, request, response,
       [m = manager_](const v1::StartRolloutRequest& r) { return m->Start(r); });
 }
 
@@ -390,7 +393,7 @@ grpc::ServerUnaryReactor* SandfenceService::CheckRollout(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return Unary<v1::StartRolloutRequest, v1::CheckRolloutResponse>(
-      context, request, response,
+      &pool_, context, request, response,
       [m = manager_](const v1::StartRolloutRequest& r) { return m->Check(r); });
 }
 
@@ -398,7 +401,8 @@ grpc::ServerUnaryReactor* SandfenceService::SetPhase(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return Unary<v1::SetPhaseRequest, v1::SetPhaseResponse>(
-      context, request, response, [m = manager_](const v1::SetPhaseRequest& r) {
+      &pool_, context, request, response,
+      [m = manager_](const v1::SetPhaseRequest& r) {
         return m->SetPhase(r.rollout_id(), r.phase());
       });
 }
@@ -407,7 +411,7 @@ grpc::ServerUnaryReactor* SandfenceService::EndRollout(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return Unary<v1::EndRolloutRequest, v1::EndRolloutResponse>(
-      context, request, response,
+      &pool_, context, request, response,
       [m = manager_](const v1::EndRolloutRequest& r) {
         return m->End(r.rollout_id());
       });
@@ -417,7 +421,7 @@ grpc::ServerUnaryReactor* SandfenceService::GetRecord(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return Unary<v1::GetRecordRequest, v1::GetRecordResponse>(
-      context, request, response,
+      &pool_, context, request, response,
       [m = manager_](const v1::GetRecordRequest& r) {
         return m->GetRecord(r.rollout_id());
       });

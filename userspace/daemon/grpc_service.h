@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "daemon/call_pool.h"
 #include "daemon/rollout_manager.h"
 #include "google/protobuf/message.h"
 #include "sandfence/v1/daemon.grpc.pb.h"
@@ -87,6 +88,9 @@ class SandfenceService final : public SandfenceRawBase {
  private:
   RolloutManager* manager_;  // not owned
   size_t watch_queue_;
+  // The unary rollout calls' workers (StartRollout, CheckRollout,
+  // SetPhase, EndRollout, GetRecord).
+  CallPool pool_;
 };
 
 }  // namespace sandfence
