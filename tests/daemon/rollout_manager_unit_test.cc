@@ -605,6 +605,24 @@ TEST_F(RolloutManagerUnitTest, SuccessorKeepsADeadDaemonsUnnamedSandbox) {
   EXPECT_EQ(kernel_->ForgottenSlots(), std::vector<uint32_t>{30});
 }
 
+// The same, but its cgroup is gone too: nothing can run there and no state
+// names a record, so its hooks, rules and guard entry are freed (issue 36).
+TEST_F(RolloutManagerUnitTest, ADeadDaemonsUnnamedSandboxWhoseCgroupIsGoneIsFreed) {
+  const CgroupRef cg = kernel_->AddCgroup("/fake/sandfence/lost-and-gone");
+  FakeEgress left;
+  left.generation = 78;
+  left.ring = 31;
+  kernel_->PutEgress(cg.id, left);
+  kernel_->PutGuard(cg.id, GuardMode::kAuto);
+  kernel_->AddDeadDriver(31, DriverKind::kDaemon, 12346);
+  kernel_->RemoveCgroupBehindOurBack("/fake/sandfence/lost-and-gone");
+  EXPECT_THAT(manager_->AdoptAndStart(), IsEmpty());
+  EXPECT_FALSE(kernel_->Egress(cg.id).has_value());
+  EXPECT_FALSE(kernel_->Guarded(cg.id).has_value());
+  EXPECT_EQ(manager_->Metrics().sandboxes_gone, 1u);
+  EXPECT_EQ(kernel_->ForgottenSlots(), std::vector<uint32_t>{31});
+}
+
 TEST_F(RolloutManagerUnitTest, ADeadRunsSandboxIsReapedAtStart) {
   const CgroupRef cg = kernel_->AddCgroup("/fake/run/s1");
   FakeEgress left;

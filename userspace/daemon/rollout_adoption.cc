@@ -162,6 +162,29 @@ std::vector<std::string> RolloutManager::AdoptAndStart() {
 }
 
 void RolloutManager::AdoptUnowned(const OrphanSandbox& o) {
+  const uint64_t id = o.egress.cgroup_id;
+  if (absl::IsNotFound(enforcement_->CgroupPath(id).status())) {
+    // Its cgroup is gone: nothing can run there any more, and no state
+    // names a record to finish. Everything it holds is freed.
+    absl::Status s;
+    if (o.guarded) s.Update(enforcement_->RemoveGuard(id).status());
+    absl::StatusOr<AdoptedSandbox> adopted = enforcement_->AdoptEgress(id);
+    if (adopted.ok()) {
+      s.Update(enforcement_->DetachEgress(id).status());
+    } else if (!absl::IsNotFound(adopted.status())) {
+      s.Update(adopted.status());
+    }
+    if (s.ok()) {
+      ++gone_;
+      LogWarning("cgroup %d of a dead daemon is gone and no rollout names it: "
+                 "its hooks, rules and guard entry were freed",
+                 id);
+    } else {
+      LogError("cgroup %d of a dead daemon is gone; freeing it: %s", id,
+               StatusText(s));
+    }
+    return;
+  }
   absl::StatusOr<AdoptedSandbox> taken =
       enforcement_->AdoptEgress(o.egress.cgroup_id);
   if (!taken.ok()) {
