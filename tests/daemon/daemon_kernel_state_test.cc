@@ -477,6 +477,12 @@ TEST_F(DaemonKernelStateTest, ARemovedSandboxIsReclaimedUpOrAtTheNextStart) {
     const Held h = held(*r);
     ASSERT_TRUE(h.entry && h.rules > 0 && h.links) << r->rollout_id();
   }
+  // What "gone" rests on: a live cgroup v2 directory cannot be moved away
+  // from its path (the kernel refuses rename even to root), so a sandbox
+  // cannot make itself look removed while processes run in it.
+  const std::string moved = kept.cgroup_path() + "-moved";
+  EXPECT_NE(rename(kept.cgroup_path().c_str(), moved.c_str()), 0);
+  EXPECT_TRUE(std::filesystem::exists(kept.cgroup_path()));
   ASSERT_EQ(rmdir(created.cgroup_path().c_str()), 0) << strerror(errno);
   ASSERT_EQ(rmdir(existing.c_str()), 0) << strerror(errno);
   expect_reclaimed("gone-created", created);

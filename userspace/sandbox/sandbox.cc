@@ -284,15 +284,12 @@ absl::StatusOr<SandboxCheck> Sandbox::Check(HostEnforcement* host,
   if (out.dns_upstreams && own_netns_unknown) {
     // Its queries go to its own loopback: a filter in the host's
     // namespace would never see them.
-    const std::string reason =
-        "is needed: a DNS-filtered phase is served in the sandbox's own "
-        "network namespace, and which one is not known";
-    return WithSubject(
-        Rejected("a DNS-filtered phase cannot be served to this sandbox: it "
-                 "has its own network namespace, and which one is not known "
-                 "(give it, e.g. netns_path, or use dns { mode: SYSTEM }, "
-                 "LISTED or NONE)"),
-        {"", "netns_path", "", reason});
+    // The message names no field first: all of it is the reason.
+    const std::string message =
+        "a DNS-filtered phase cannot be served to this sandbox: it has its "
+        "own network namespace, and which one is not known (give it, e.g. "
+        "netns_path, or use dns { mode: SYSTEM }, LISTED or NONE)";
+    return WithSubject(Rejected(message), {"", "netns_path", "", message});
   }
 
   // The guard: a mode the host cannot have is a refusal before anything
