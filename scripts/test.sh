@@ -21,7 +21,7 @@ ctest -j2 --output-on-failure --timeout 600 "$@" || status=$?
 [ ! -f vm-matrix.txt ] || cat vm-matrix.txt
 # What each failed test printed (its last 150 lines), kept for the very end
 # of the log: a CI log shown by its tail must still say why a test failed.
-rm -f failed-tests.txt
+rm -f failed-tests.txt failed-digest.txt
 if [ "$status" != 0 ] && [ -f Testing/Temporary/LastTest.log ]; then
 	awk '
 		/^[0-9]+\/[0-9]+ Testing: / { n = 0; name = $3; inside = 1 }
@@ -34,6 +34,22 @@ if [ "$status" != 0 ] && [ -f Testing/Temporary/LastTest.log ]; then
 			}
 			inside = 0; failed = 0
 		}' Testing/Temporary/LastTest.log > failed-tests.txt || true
+	# Then, last of all, a digest a short tail still shows: each gtest
+	# failure's first lines (where, expected and actual, and the message),
+	# every line cut to 700 characters.
+	# A test without a gtest failure (a script, a crash) shows its last lines.
+	awk '
+		function flush() {
+			if (name != "" && shown == 0)
+				for (i = (n > 8 ? n - 7 : 1); i <= n; i++)
+					print "---- " name ": " substr(tail[i], 1, 700)
+		}
+		/^==== output of the failed test / { flush(); name = $7; shown = 0; n = 0; next }
+		{ tail[++n] = $0 }
+		/: Failure$/ && shown < 3 { print "---- " name ": " $0; left = 7; shown++; next }
+		left > 0 { print "     " substr($0, 1, 700); left-- }
+		END { flush() }' \
+		failed-tests.txt > failed-digest.txt || true
 fi
 cd ..
 if [ "${SANDFENCE_NO_SANITIZE:-0}" = 1 ]; then
@@ -42,4 +58,8 @@ else
 	./scripts/sanitize.sh || status=$?
 fi
 [ ! -s build/failed-tests.txt ] || cat build/failed-tests.txt
+if [ -s build/failed-digest.txt ]; then
+	echo "==== why each failed test failed (its first failures) ===="
+	cat build/failed-digest.txt
+fi
 exit "$status"

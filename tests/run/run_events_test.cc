@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -50,6 +51,16 @@ std::vector<Struct> ParseLines(const std::string& text) {
     if (status.ok()) out.push_back(s);
   }
   return out;
+}
+
+// How a run ended, on one line: its status and the ends of its output.
+std::string OneLine(const Result& r) {
+  auto tail = [](std::string text) {
+    if (text.size() > 900) text = "..." + text.substr(text.size() - 900);
+    return absl::StrReplaceAll(text, {{"\n", " | "}});
+  };
+  return absl::StrCat("[run ended with status ", r.status, "; stdout: ",
+                      tail(r.out), "; stderr: ", tail(r.err), "]");
 }
 
 std::string Slurp(const std::string& path) {
@@ -155,10 +166,11 @@ TEST_F(RunEventsTest, TheSummaryAsJson) {
   Result r = Sandfence({"run", "--network-access", "model_only", "--model",
                         ModelUrl(), "--json", "--", "bash", "-c",
                         absl::StrCat("{ ", AllowedAndDenied(), "; } 2>/dev/null")});
-  // Every failure below shows the whole run: a flake in CI must be
-  // diagnosable from its log alone.
-  SCOPED_TRACE(absl::StrCat("stdout:\n", r.out, "\nstderr:\n", r.err));
-  ASSERT_EQ(r.status, 0);
+  // Every failure below says, on its last line, how the run ended: a flake
+  // in CI must be diagnosable from the tail of its log alone (it failed
+  // there twice, never here).
+  const std::string why = OneLine(r);
+  ASSERT_EQ(r.status, 0) << why;
   // The summary is the last line sandfence itself writes; it is found by
   // its first key, so a line the kernel or a library adds cannot hide it.
   std::vector<std::string> summaries;
@@ -168,18 +180,20 @@ TEST_F(RunEventsTest, TheSummaryAsJson) {
       summaries.emplace_back(line);
     }
   }
-  ASSERT_EQ(summaries.size(), 1u);
+  ASSERT_EQ(summaries.size(), 1u) << why;
   const std::vector<Struct> parsed = ParseLines(summaries[0]);
-  ASSERT_EQ(parsed.size(), 1u);
+  ASSERT_EQ(parsed.size(), 1u) << why;
   const Struct& s = parsed[0];
-  EXPECT_EQ(Str(s, "network_access"), "model_only");
-  EXPECT_EQ(s.fields().at("exit_status").number_value(), 0);
-  EXPECT_EQ(Sub(s, "counters").fields().at("denied").number_value(), 1);
+  EXPECT_EQ(Str(s, "network_access"), "model_only") << why;
+  EXPECT_EQ(s.fields().at("exit_status").number_value(), 0) << why;
+  EXPECT_EQ(Sub(s, "counters").fields().at("denied").number_value(), 1)
+      << why;
   const auto& denied = s.fields().at("denied").list_value();
-  ASSERT_EQ(denied.values_size(), 1);
+  ASSERT_EQ(denied.values_size(), 1) << why;
   EXPECT_EQ(Str(denied.values(0).struct_value(), "destination"),
-            absl::StrCat("127.0.0.4:", other_.port));
-  EXPECT_FALSE(Str(Sub(s, "guard"), "enforcer").empty());
+            absl::StrCat("127.0.0.4:", other_.port))
+      << why;
+  EXPECT_FALSE(Str(Sub(s, "guard"), "enforcer").empty()) << why;
 }
 
 // A policy that cannot be enforced is refused before anything starts, and
