@@ -277,6 +277,29 @@ TEST_F(EgressE2eTest, ScenarioTable) {
 // phases say LOOPBACK_RULES_ONLY: before 6.2 the backstop cannot tell the
 // host's loopback from a private one and otherwise lets loopback through
 // (README, limits).
+// What the kernel remembers of reported allows (audit FIRST_PER_DESTINATION)
+// goes with the phase that reported them and with the sandbox: a host that
+// runs rollouts for weeks must be back where it started (issue 36).
+TEST_F(EgressE2eTest, ReportedAllowsAreForgottenWithTheirPhaseAndSandbox) {
+  CompiledPhase p = ModelOnly(*this, model_.port, v6_.port, resolver_.port);
+  p.audit_allowed = v1::Audit::FIRST_PER_DESTINATION;
+  Cgroup sb = NewSandbox(p);
+  const std::vector<std::string> model = {"tcp-connect", "127.0.0.2",
+                                          Port(model_.port)};
+  ASSERT_EQ(Probe(sb, model), 0);
+  ASSERT_EQ(Probe(sb, model), 0);
+  EXPECT_EQ(controller_->SeenCount(sb.id()), 1u) << "one destination";
+  ASSERT_TRUE(controller_->SwitchPhase(sb.id(), p).ok());
+  controller_->FinishDeletes();
+  EXPECT_EQ(controller_->SeenCount(sb.id()), 0u) << "the old phase's";
+  ASSERT_EQ(Probe(sb, model), 0);
+  EXPECT_EQ(controller_->SeenCount(sb.id()), 1u)
+      << "reported once more, in the new phase";
+  ASSERT_TRUE(controller_->RemoveSandbox(sb.id()).ok());
+  controller_->FinishDeletes();
+  EXPECT_EQ(controller_->SeenCount(sb.id()), 0u) << "the sandbox's";
+}
+
 TEST_F(EgressE2eTest, BackstopStopsAConnectedSocketAfterAPhaseSwitch) {
   for (const Listener* peer : {&forbidden_, &v6_other_}) {
     const char* addr = peer == &forbidden_ ? "127.0.0.4" : "::1";

@@ -277,11 +277,13 @@ const EgressController::MapSlot EgressController::kUnixMapSlots[] = {
     {"sf_unix_rules", &Maps::unix_rules},
     {"sf_unix_protected", &Maps::unix_protected},
     {"sf_unix_bound", &Maps::unix_bound},
+    {"sf_unix_seen", &Maps::unix_seen},
 };
 
 const EgressController::MapSlot EgressController::kUnixLsmMapSlots[] = {
     {"sf_unix_rules", &Maps::unix_rules},
     {"sf_unix_protected", &Maps::unix_protected},
+    {"sf_unix_seen", &Maps::unix_seen},
 };
 
 absl::string_view EgressController::unix_enforcer_name() const {
@@ -1112,9 +1114,10 @@ absl::StatusOr<uint32_t> EgressController::SwitchPhase(
   old->entries = std::move(state.entries);
   old->learned = std::move(state.learned);
   state.learned.clear();
-  reaper_.Post([this, old] {
+  reaper_.Post([this, old, cgroup_id] {
     DeleteState(*old);
     DeleteLearned(*old);
+    DeleteSeen(cgroup_id, old->generation);
   });
   state.adopted = false;
   state.entries = std::move(next.entries);
@@ -1137,6 +1140,8 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
   DeleteLearned(it->second);
   bpf_map_delete_elem(maps_.dns_targets.get(), &cgroup_id);
   sandboxes_.erase(it);
+  // A scan of two caches: off the caller's path.
+  reaper_.Post([this, cgroup_id] { DeleteSeen(cgroup_id); });
   return TakeCounters(cgroup_id);
 }
 

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,10 @@ class EgressController {
   size_t CollectExpired(uint64_t now_boot_ns);
   // Learned addresses the sandbox holds now (expired or not).
   absl::StatusOr<size_t> LearnedCount(uint64_t cgroup_id) const;
+  // Allows the kernel has already reported for this cgroup (audit
+  // FIRST_PER_DESTINATION), in every generation; they go with the
+  // generation and with the sandbox, once FinishDeletes has returned.
+  size_t SeenCount(uint64_t cgroup_id) const;
 
   absl::StatusOr<SandboxCounters> Counters(uint64_t cgroup_id) const;
   // The generation the sandbox is on now.
@@ -252,7 +257,7 @@ class EgressController {
         dns_targets, learned4, learned6, outbound, levels;
     // The unix objects' (-1 where nothing judges Unix sockets; unix_bound
     // only with the cgroup hooks).
-    UniqueFd unix_rules, unix_protected, unix_bound;
+    UniqueFd unix_rules, unix_protected, unix_bound, unix_seen;
   };
   struct MapSlot {
     const char* name;
@@ -303,6 +308,16 @@ class EgressController {
   void DeleteGeneration(uint32_t generation);
   void DeleteState(const SandboxState& state);
   void DeleteLearned(SandboxState& state);
+  // The allows already reported (sf_seen, sf_unix_seen) of a sandbox, or of
+  // one of its generations. Both are LRU maps and would not grow without
+  // bound, but a dead sandbox's entries would sit there until evicted, and
+  // a long-running host must be back where it started (issue 36).
+  void DeleteSeen(uint64_t cgroup_id,
+                  std::optional<uint32_t> generation = std::nullopt);
+  // The entries of both maps that are the cgroup's (of `generation`, if
+  // given), counted, and deleted with `erase`.
+  size_t SweepSeen(uint64_t cgroup_id, std::optional<uint32_t> generation,
+                   bool erase) const;
   absl::flat_hash_set<LearnedKey> ScanLearned(uint32_t generation) const;
   absl::Status WriteSandbox(uint64_t cgroup_id, const SandboxState& state,
                             uint64_t map_flags);

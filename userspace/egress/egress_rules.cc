@@ -166,6 +166,45 @@ void EgressController::DeleteLearned(SandboxState& state) {
   state.learned.clear();
 }
 
+void EgressController::DeleteSeen(uint64_t cgroup_id,
+                                  std::optional<uint32_t> generation) {
+  SweepSeen(cgroup_id, generation, /*erase=*/true);
+}
+
+size_t EgressController::SeenCount(uint64_t cgroup_id) const {
+  return SweepSeen(cgroup_id, std::nullopt, /*erase=*/false);
+}
+
+size_t EgressController::SweepSeen(uint64_t cgroup_id,
+                                   std::optional<uint32_t> generation,
+                                   bool erase) const {
+  size_t found = 0;
+  auto sweep = [&](int fd, auto key_type, auto owned) {
+    if (fd < 0) return;
+    using K = decltype(key_type);
+    std::vector<K> matched;
+    K key{}, next{};
+    const K* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+      if (owned(next)) matched.push_back(next);
+      key = next;
+      prev = &key;
+    }
+    found += matched.size();
+    if (erase) {
+      for (const K& k : matched) bpf_map_delete_elem(fd, &k);
+    }
+  };
+  sweep(maps_.seen.get(), sf_seen_key{}, [&](const sf_seen_key& k) {
+    return k.sandbox == cgroup_id &&
+           (!generation || k.generation == *generation);
+  });
+  sweep(maps_.unix_seen.get(), sf_unix_key{}, [&](const sf_unix_key& k) {
+    return k.scope == cgroup_id && (!generation || k.aux == *generation);
+  });
+  return found;
+}
+
 absl::flat_hash_set<LearnedKey> EgressController::ScanLearned(
     uint32_t generation) const {
   absl::flat_hash_set<LearnedKey> out;
