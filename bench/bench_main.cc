@@ -2,8 +2,8 @@
 // baseline in the same run (issue 7). bench/run is the way to start it.
 //
 //   sandfence_bench [--smoke] [--json PATH]
-//                   [--suites connect,events,control,dns,start,guard,run]
-//                   [--worker PATH] [--sandfence PATH]
+//                   [--suites connect,events,control,dns,start,guard,run,soak]
+//                   [--worker PATH] [--sandfence PATH] [--soak-rollouts N]
 //
 // Needs root (BPF programs, cgroups, nftables). It runs in a network
 // namespace of its own, so its traffic, listeners and nftables table never
@@ -42,19 +42,20 @@ struct Args {
   std::string json = "sandfence-bench.json";
   std::vector<std::string> suites = {"connect", "events", "control",
                                      "dns",     "start",  "guard",
-                                     "run"};
+                                     "run",     "soak"};
   std::string worker;
   std::string sandfence;
   std::string cgroup_root;  // control child: the parent's subtree
   std::string work_dir;     // control child: the parent's scratch dir
   int out_fd = -1;          // control child: where rows go
+  int soak_rollouts = 0;    // overrides the size's (0: keep it)
 };
 
 void Usage() {
   std::fprintf(stderr,
                "usage: sandfence_bench [--smoke] [--json PATH] "
-               "[--suites connect,events,control,dns,start,guard,run] "
-               "[--worker PATH] [--sandfence PATH]\n");
+               "[--suites connect,events,control,dns,start,guard,run,soak] "
+               "[--worker PATH] [--sandfence PATH] [--soak-rollouts N]\n");
 }
 
 bool ParseArgs(int argc, char** argv, Args* a) {
@@ -77,7 +78,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       a->suites = absl::StrSplit(v, ',', absl::SkipEmpty());
       for (const std::string& s : a->suites) {
         if (s != "connect" && s != "events" && s != "control" && s != "dns" &&
-            s != "start" && s != "guard" && s != "run") {
+            s != "start" && s != "guard" && s != "run" && s != "soak") {
           return false;
         }
       }
@@ -89,6 +90,11 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       if (!value(&a->cgroup_root)) return false;
     } else if (arg == "--work-dir") {
       if (!value(&a->work_dir)) return false;
+    } else if (arg == "--soak-rollouts") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &a->soak_rollouts) ||
+          a->soak_rollouts < 1) {
+        return false;
+      }
     } else if (arg == "--out") {
       if (!value(&v) || !absl::SimpleAtoi(v, &a->out_fd)) return false;
     } else {
@@ -220,6 +226,7 @@ int Main(int argc, char** argv) {
     o.worker = self.substr(0, self.rfind('/') + 1) + "sandfence_bench_worker";
   }
   o.sandfence = a.sandfence;
+  if (a.soak_rollouts > 0) o.soak_rollouts = a.soak_rollouts;
   if (o.sandfence.empty()) {
     // build/bench/sandfence_bench -> build/userspace/cli/sandfence
     std::string self = SelfPath();
@@ -302,6 +309,7 @@ int Main(int argc, char** argv) {
     if (suite == "start") s = RunStartSuite(o, &report);
     if (suite == "guard") s = RunGuardSuite(o, &report);
     if (suite == "run") s = RunRunSuite(o, &report);
+    if (suite == "soak") s = RunSoakSuite(o, &report);
     if (!s.ok()) {
       ++failures;
       report.Note(absl::StrCat(suite, " suite failed: ", s.ToString()));

@@ -26,6 +26,13 @@
 //       a fresh UDP socket connect()ed to ADDR:P, send, wait for the answer
 //       (1 s at most), close; G us apart. "sample lookup <ns>" per answered
 //       lookup, then "lost <n>".
+//   rollout --model ADDR --model-port P --tool ADDR --tool-port Q
+//           --udp-port U --denied ADDR --denied-port R [--hold]
+//       What an agent of the soak does (issue 36): TCP connects to the
+//       model and the tool and a UDP send to the tool's U, all allowed; a
+//       UDP connect to the denied address, which must fail with EPERM. Prints "ok"; with
+//       --hold it then prints "held" and waits, its sockets open, to be
+//       killed.
 //
 // On failure: an "error <what>" line and exit status 1.
 #include <arpa/inet.h>
@@ -364,11 +371,47 @@ int RunDns(const Args& a) {
   return 0;
 }
 
+int RunRollout(const Args& a) {
+  const sockaddr_in model = Addr(a.Str("model"), a.Num("model-port"));
+  const sockaddr_in tool = Addr(a.Str("tool"), a.Num("tool-port"));
+  const sockaddr_in udp = Addr(a.Str("tool"), a.Num("udp-port"));
+  const sockaddr_in denied = Addr(a.Str("denied"), a.Num("denied-port"));
+  const int m = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const int d = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (m < 0 || t < 0 || u < 0 || d < 0) Fail("socket", errno);
+  if (connect(m, reinterpret_cast<const sockaddr*>(&model), sizeof(model)) !=
+      0) {
+    Fail("connect to the model (allowed)", errno);
+  }
+  if (connect(t, reinterpret_cast<const sockaddr*>(&tool), sizeof(tool)) !=
+      0) {
+    Fail("connect to the tool (allowed)", errno);
+  }
+  const char payload[] = "soak";
+  if (sendto(u, payload, sizeof(payload), 0,
+             reinterpret_cast<const sockaddr*>(&udp), sizeof(udp)) < 0) {
+    Fail("send to the tool's UDP port (allowed)", errno);
+  }
+  if (connect(d, reinterpret_cast<const sockaddr*>(&denied),
+              sizeof(denied)) == 0) {
+    Fail("connect to the denied address: it was allowed", 0);
+  }
+  if (errno != EPERM) Fail("connect to the denied address", errno);
+  dprintf(g_out, "ok\n");
+  if (a.Has("hold")) {
+    dprintf(g_out, "held\n");
+    for (;;) pause();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s connect|deny|pipe|syscalls|dns --out FD ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s connect|deny|pipe|syscalls|dns|rollout --out FD ...\n", argv[0]);
     return 2;
   }
   Args a;
@@ -389,6 +432,7 @@ int main(int argc, char** argv) {
   if (mode == "pipe") return RunPipe(a);
   if (mode == "syscalls") return RunSyscalls(a);
   if (mode == "dns") return RunDns(a);
+  if (mode == "rollout") return RunRollout(a);
   dprintf(g_out, "error unknown mode %s\n", mode.c_str());
   return 2;
 }

@@ -48,6 +48,8 @@ BenchOptions FullOptions() {
   o.run_warm_rounds = 30;
   o.run_cold_rounds = 3;
   o.run_soak = 1000;
+  // The day of churn: about ten minutes here.
+  o.soak_rollouts = 10000;
   return o;
 }
 
@@ -91,6 +93,8 @@ BenchOptions SmokeOptions() {
   o.run_warm_rounds = 2;
   o.run_cold_rounds = 1;
   o.run_soak = 3;
+  // Enough for every ending several times, reclaims waited for included.
+  o.soak_rollouts = 40;
   return o;
 }
 

@@ -80,6 +80,11 @@ struct BenchOptions {
   int run_warm_rounds = 0;
   int run_cold_rounds = 0;
   int run_soak = 0;
+
+  // The daemon under churn (issue 36): `soak_rollouts` rollouts started,
+  // given traffic and ended, a tenth killed midway and a tenth losing
+  // their cgroup, and what they leave behind.
+  int soak_rollouts = 0;
 };
 
 BenchOptions FullOptions();

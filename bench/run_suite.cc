@@ -4,10 +4,7 @@
 // first run on a host), against bare `true`, alternating in the same run.
 // Then many runs in a row and what they left behind: pins, programs,
 // links, maps, cgroups, open files and entries in the set's maps.
-#include <bpf/bpf.h>
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/bpf.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -18,13 +15,13 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/leftovers.h"
 #include "bench/report.h"
 #include "bench/suites.h"
 #include "common/status.h"
@@ -36,7 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr char kPinRoot[] = "/sys/fs/bpf";
-constexpr char kSetRoot[] = "/sys/fs/bpf/sandfence";
 
 // Runs argv to its exit and returns the wall time in ms. `cold`: the child
 // first gets a mount namespace of its own with an empty bpffs over
@@ -85,90 +81,6 @@ absl::StatusOr<double> TimeCommand(const std::vector<std::string>& argv,
                                             ": status ", status, ": ", out));
   }
   return ms;
-}
-
-// Everything under dir, recursively (files and directories).
-void CountTree(const std::string& dir, int64_t* n,
-               const std::function<void(const std::string&)>& each = {}) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    const std::string path = dir + "/" + name;
-    ++*n;
-    if (each) each(path);
-    if (e->d_type == DT_DIR) CountTree(path, n, each);
-  }
-  ::closedir(d);
-}
-
-int64_t CountIds(int (*next)(__u32, __u32*)) {
-  int64_t n = 0;
-  __u32 id = 0;
-  while (next(id, &id) == 0) ++n;
-  return n;
-}
-
-// Entries of the hash and trie maps pinned under dir (arrays and rings
-// have no entries to leak).
-int64_t CountMapEntries(const std::string& dir) {
-  int64_t entries = 0, files = 0;
-  CountTree(dir, &files, [&](const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-    UniqueFd fd(::bpf_obj_get(path.c_str()));
-    if (fd.get() < 0) return;
-    // Maps only (links and programs have no map_type), from fdinfo: the
-    // Debian 12 libbpf has no bpf_map_get_info_by_fd.
-    std::ifstream fdinfo(absl::StrCat("/proc/self/fdinfo/", fd.get()));
-    int type = -1;
-    uint32_t key_size = 0;
-    for (std::string line; std::getline(fdinfo, line);) {
-      if (line.rfind("map_type:", 0) == 0) type = std::stoi(line.substr(9));
-      if (line.rfind("key_size:", 0) == 0) key_size = std::stoul(line.substr(9));
-    }
-    switch (type) {
-      case BPF_MAP_TYPE_HASH:
-      case BPF_MAP_TYPE_LRU_HASH:
-      case BPF_MAP_TYPE_PERCPU_HASH:
-      case BPF_MAP_TYPE_LRU_PERCPU_HASH:
-      case BPF_MAP_TYPE_LPM_TRIE:
-      case BPF_MAP_TYPE_HASH_OF_MAPS:
-        break;
-      default:
-        return;
-    }
-    std::vector<char> key(key_size), next(key_size);
-    void* prev = nullptr;
-    while (::bpf_map_get_next_key(fd.get(), prev, next.data()) == 0) {
-      ++entries;
-      key = next;
-      prev = key.data();
-    }
-  });
-  return entries;
-}
-
-// What a run could leave behind, host-wide.
-std::map<std::string, int64_t> Snapshot(const BenchOptions& o) {
-  std::map<std::string, int64_t> s;
-  int64_t pins = 0;
-  CountTree(kPinRoot, &pins);
-  s["pins"] = pins;
-  s["bpf_programs"] = CountIds(::bpf_prog_get_next_id);
-  s["bpf_links"] = CountIds(::bpf_link_get_next_id);
-  s["bpf_maps"] = CountIds(::bpf_map_get_next_id);
-  int64_t cgroups = 0;
-  CountTree(o.cgroup2_mount, &cgroups);
-  s["cgroup_files"] = cgroups;
-  s["map_entries"] = CountMapEntries(kSetRoot);
-  // Open files, host-wide (the first field of file-nr).
-  std::ifstream nr("/proc/sys/fs/file-nr");
-  int64_t files = 0;
-  nr >> files;
-  s["open_files"] = files;
-  return s;
 }
 
 Row RunRow(std::string name, std::string variant, std::vector<double> ms,
@@ -230,14 +142,14 @@ absl::Status RunRunSuite(const BenchOptions& o, Report* report) {
   // The soak: what many runs in a row leave behind. The host's other
   // processes can move the host-wide counts a little; sandfence's own
   // (pins, its set's map entries) must not move at all.
-  const std::map<std::string, int64_t> before = Snapshot(o);
+  const std::map<std::string, int64_t> before = HostSnapshot(o);
   std::vector<double> t_soak;
   for (int i = 0; i < o.run_soak && !g_interrupted; ++i) {
     absl::StatusOr<double> ms = TimeCommand(run, false, log);
     if (!ms.ok()) return ms.status();
     t_soak.push_back(*ms);
   }
-  const std::map<std::string, int64_t> after = Snapshot(o);
+  const std::map<std::string, int64_t> after = HostSnapshot(o);
   Row soak = RunRow("run_true", "run warm, soak", t_soak,
                     absl::StrCat(t_soak.size(), " runs in a row"));
   soak.baseline = "bare true";

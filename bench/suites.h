@@ -43,6 +43,11 @@ absl::Status RunGuardSuite(const BenchOptions& options, Report* report);
 // what many runs in a row leave behind.
 absl::Status RunRunSuite(const BenchOptions& options, Report* report);
 
+// A day of churn against a real daemon (issue 36): rollouts started, given
+// traffic and ended, some killed midway, some losing their cgroup, and
+// what the daemon keeps afterwards against a baseline.
+absl::Status RunSoakSuite(const BenchOptions& options, Report* report);
+
 // Judges the issue's targets from the rows.
 void EvaluateTargets(const BenchOptions& options, Report* report);
 

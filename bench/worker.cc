@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -73,8 +74,25 @@ Worker::~Worker() {
   }
 }
 
+absl::Status Worker::WaitForLine(absl::string_view line) {
+  const std::string want = absl::StrCat(line, "\n");
+  char buf[4096];
+  while (!absl::StartsWith(read_, want) &&
+         read_.find(absl::StrCat("\n", want)) == std::string::npos) {
+    const ssize_t n = ::read(out_.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(errno, "read the worker's report");
+    if (n == 0) {
+      return absl::InternalError(absl::StrCat(
+          "the worker ended before saying \"", line, "\": ", read_));
+    }
+    read_.append(buf, n);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> Worker::Finish() {
-  std::string out;
+  std::string out = std::exchange(read_, {});
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(out_.get(), buf, sizeof(buf));

@@ -35,7 +35,9 @@ class Worker {
       const PreparedConfinement* confinement = nullptr);
 
   Worker(Worker&& o) noexcept
-      : pid_(std::exchange(o.pid_, -1)), out_(std::move(o.out_)) {}
+      : pid_(std::exchange(o.pid_, -1)),
+        out_(std::move(o.out_)),
+        read_(std::move(o.read_)) {}
   Worker& operator=(Worker&&) = delete;
   // Kills and reaps a worker that was not finished.
   ~Worker();
@@ -44,11 +46,15 @@ class Worker {
   // Reads the report to its end and reaps the worker; an error (with the
   // worker's last words) unless it exited 0.
   absl::StatusOr<std::string> Finish();
+  // Reads the report until a line `line` arrives (what was read stays
+  // part of Finish's report); an error if the worker ends first.
+  absl::Status WaitForLine(absl::string_view line);
 
  private:
   Worker(pid_t pid, UniqueFd out) : pid_(pid), out_(std::move(out)) {}
   pid_t pid_ = -1;
   UniqueFd out_;
+  std::string read_;  // by WaitForLine, not yet returned
 };
 
 // `connect` mode: "sample <op> <ns per op>" lines, one per batch.
