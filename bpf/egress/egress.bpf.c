@@ -85,6 +85,14 @@ struct {
 	__type(value, struct sf_dns_orig);
 } sf_dns_orig SEC(".maps");
 
+/* The controllers' journal of queued deletes (see SF_DOOMED_ENTRIES). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_DOOMED_ENTRIES);
+	__type(key, __u32);
+	__type(value, __u32);
+} sf_doomed SEC(".maps");
+
 /* Where the walks start (struct sf_levels). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

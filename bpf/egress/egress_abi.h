@@ -39,6 +39,15 @@
 #define SF_MAX_CIDR_RULES (1u << 18)
 #define SF_SEEN_ENTRIES 65536
 /*
+ * sf_doomed: generations whose entries a controller has queued for deletion
+ * (key: the generation; value: the driver slot of the controller). No
+ * program reads it: it is the controller's journal, pinned with the set, so
+ * that deletes a killed controller had queued are completed by the one that
+ * forgets its dead driver. A generation is doomed only once no sandbox
+ * refers to it, so completing the deletes is always safe.
+ */
+#define SF_DOOMED_ENTRIES 65536
+/*
  * Addresses the DNS filter learned, per family: 2^18 entries (~100 bytes of
  * key and value each, allocated on use) serve, e.g., 256 sandboxes that each
  * keep a thousand live names' addresses; CollectExpired() frees them.

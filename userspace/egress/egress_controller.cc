@@ -271,6 +271,7 @@ const EgressController::MapSlot EgressController::kMapSlots[] = {
     {"sf_learned6", &Maps::learned6},
     {"sf_outbound", &Maps::outbound},
     {"sf_levels", &Maps::levels},
+    {"sf_doomed", &Maps::doomed},
 };
 
 const EgressController::MapSlot EgressController::kUnixMapSlots[] = {
@@ -805,6 +806,7 @@ void EgressController::ClearSlot(uint32_t slot) {
 }
 
 EgressController::~EgressController() {
+  ReleaseDeletesForTest();
   absl::MutexLock lock(&mu_);
   if (host_->pinned()) {
     // The sandboxes stay enforced. Their events keep going to this
@@ -1114,10 +1116,14 @@ absl::StatusOr<uint32_t> EgressController::SwitchPhase(
   old->entries = std::move(state.entries);
   old->learned = std::move(state.learned);
   state.learned.clear();
+  // Journaled first: if this process dies before its reaper runs, the
+  // one that forgets its dead driver completes the deletes.
+  Doom(old->generation);
   reaper_.Post([this, old, cgroup_id] {
     DeleteState(*old);
     DeleteLearned(*old);
     DeleteSeen(cgroup_id, old->generation);
+    Undoom(old->generation);
   });
   state.adopted = false;
   state.entries = std::move(next.entries);
@@ -1139,9 +1145,14 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
   DeleteState(it->second);
   DeleteLearned(it->second);
   bpf_map_delete_elem(maps_.dns_targets.get(), &cgroup_id);
+  const uint32_t generation = it->second.generation;
   sandboxes_.erase(it);
-  // A scan of two caches: off the caller's path.
-  reaper_.Post([this, cgroup_id] { DeleteSeen(cgroup_id); });
+  // A scan of two caches: off the caller's path, journaled as a switch's.
+  Doom(generation);
+  reaper_.Post([this, cgroup_id, generation] {
+    DeleteSeen(cgroup_id);
+    Undoom(generation);
+  });
   return TakeCounters(cgroup_id);
 }
 

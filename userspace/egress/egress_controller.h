@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/cgroup.h"
 #include "common/ip.h"
 #include "common/unique_fd.h"
@@ -129,6 +130,15 @@ class EgressController {
   // Returns once every old generation queued so far is deleted: the bench
   // times a switch with the reaper idle as well as back to back.
   void FinishDeletes() { reaper_.Drain(); }
+  // Completes the deletes a dead driver (its ring slot) had queued and
+  // journaled but not done (it was killed first): every entry of each
+  // generation it doomed, in every map. Returns the generations completed.
+  // For the one that forgets the dead driver, before its slot is freed.
+  size_t FinishDeletesOf(uint32_t slot);
+  // Tests: every delete queued from now on waits until ReleaseDeletes (a
+  // process that exits meanwhile leaves them to FinishDeletesOf).
+  void HoldDeletesForTest();
+  void ReleaseDeletesForTest();
 
   // After a switch to a narrower phase: destroys every TCP connection and
   // connected UDP socket that the sandbox (cgroup at its level) opened and
@@ -254,7 +264,7 @@ class EgressController {
   };
   struct Maps {
     UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings,
-        dns_targets, learned4, learned6, outbound, levels;
+        dns_targets, learned4, learned6, outbound, levels, doomed;
     // The unix objects' (-1 where nothing judges Unix sockets; unix_bound
     // only with the cgroup hooks).
     UniqueFd unix_rules, unix_protected, unix_bound, unix_seen;
@@ -314,6 +324,13 @@ class EgressController {
   // a long-running host must be back where it started (issue 36).
   void DeleteSeen(uint64_t cgroup_id,
                   std::optional<uint32_t> generation = std::nullopt);
+  // The journal of queued deletes (sf_doomed): a generation is written
+  // before its deletes are queued and erased once they are done.
+  void Doom(uint32_t generation);
+  void Undoom(uint32_t generation);
+  // Every entry of a generation that no sandbox refers to any more: rules,
+  // learned addresses, reported allows.
+  void DeleteGenerationEverywhere(uint32_t generation);
   // The entries of both maps that are the cgroup's (of `generation`, if
   // given), counted, and deleted with `erase`.
   size_t SweepSeen(uint64_t cgroup_id, std::optional<uint32_t> generation,
@@ -356,6 +373,8 @@ class EgressController {
   std::vector<UniqueFd> unix_host_links_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, SandboxState> sandboxes_ ABSL_GUARDED_BY(mu_);
+  // HoldDeletesForTest's gate (released at the latest by the destructor).
+  std::shared_ptr<absl::Notification> hold_;
   // Deletes old generations after their switch returned. Last: destroyed
   // first, so that what it still holds runs while the maps are open.
   Reaper reaper_;

@@ -81,20 +81,24 @@ void DeleteAll(int map_fd, const std::vector<MapEntry<K, V>>& entries,
   for (const auto& e : entries) bpf_map_delete_elem(map_fd, &e.key);
 }
 
-// Deletes every key of a rule map whose generation field is `generation`.
-// Keys are collected first: deleting while walking restarts the walk.
-template <typename K>
-void DeleteKeysOfGeneration(int map_fd, uint32_t generation) {
-  std::vector<K> doomed;
-  K key{};
-  K next{};
+// The keys of the map at fd that `matches`, counted, and deleted with
+// `erase` (collected first: deleting while walking restarts the walk). A
+// missing map (-1: no Unix enforcer here) has none.
+template <typename K, typename Pred>
+size_t SweepKeys(int fd, Pred matches, bool erase) {
+  if (fd < 0) return 0;
+  std::vector<K> matched;
+  K key{}, next{};
   const K* prev = nullptr;
-  while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-    if (next.generation == generation) doomed.push_back(next);
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    if (matches(next)) matched.push_back(next);
     key = next;
     prev = &key;
   }
-  for (const K& k : doomed) bpf_map_delete_elem(map_fd, &k);
+  if (erase) {
+    for (const K& k : matched) bpf_map_delete_elem(fd, &k);
+  }
+  return matched.size();
 }
 
 }  // namespace
@@ -134,23 +138,15 @@ void EgressController::DeleteEntries(const RuleEntries& e) {
 }
 
 void EgressController::DeleteGeneration(uint32_t generation) {
-  DeleteKeysOfGeneration<sf_exact4_key>(maps_.exact4.get(), generation);
-  DeleteKeysOfGeneration<sf_exact6_key>(maps_.exact6.get(), generation);
-  DeleteKeysOfGeneration<sf_cidr4_key>(maps_.cidr4.get(), generation);
-  DeleteKeysOfGeneration<sf_cidr6_key>(maps_.cidr6.get(), generation);
-  if (maps_.unix_rules) {
-    std::vector<sf_unix_key> doomed;
-    sf_unix_key key{}, next{};
-    const sf_unix_key* prev = nullptr;
-    while (bpf_map_get_next_key(maps_.unix_rules.get(), prev, &next) == 0) {
-      if (next.scope == generation) doomed.push_back(next);
-      key = next;
-      prev = &key;
-    }
-    for (const sf_unix_key& k : doomed) {
-      bpf_map_delete_elem(maps_.unix_rules.get(), &k);
-    }
-  }
+  auto of = [generation](const auto& k) { return k.generation == generation; };
+  SweepKeys<sf_exact4_key>(maps_.exact4.get(), of, true);
+  SweepKeys<sf_exact6_key>(maps_.exact6.get(), of, true);
+  SweepKeys<sf_cidr4_key>(maps_.cidr4.get(), of, true);
+  SweepKeys<sf_cidr6_key>(maps_.cidr6.get(), of, true);
+  SweepKeys<sf_unix_key>(
+      maps_.unix_rules.get(),
+      [generation](const sf_unix_key& k) { return k.scope == generation; },
+      true);
 }
 
 void EgressController::DeleteLearned(SandboxState& state) {
@@ -166,6 +162,60 @@ void EgressController::DeleteLearned(SandboxState& state) {
   state.learned.clear();
 }
 
+void EgressController::Doom(uint32_t generation) {
+  const uint32_t slot = host_->slot();
+  // A full journal (65,536 generations queued and not yet deleted) only
+  // means a kill now would leave these for `daemon --cleanup`.
+  bpf_map_update_elem(maps_.doomed.get(), &generation, &slot, BPF_ANY);
+}
+
+void EgressController::Undoom(uint32_t generation) {
+  bpf_map_delete_elem(maps_.doomed.get(), &generation);
+}
+
+void EgressController::DeleteGenerationEverywhere(uint32_t generation) {
+  DeleteGeneration(generation);
+  SandboxState dead;
+  dead.learned = ScanLearned(generation);
+  DeleteLearned(dead);
+  SweepKeys<sf_seen_key>(
+      maps_.seen.get(),
+      [&](const sf_seen_key& k) { return k.generation == generation; }, true);
+  SweepKeys<sf_unix_key>(
+      maps_.unix_seen.get(),
+      [&](const sf_unix_key& k) { return k.aux == generation; }, true);
+}
+
+size_t EgressController::FinishDeletesOf(uint32_t slot) {
+  std::vector<uint32_t> doomed;
+  uint32_t key = 0, next = 0;
+  const uint32_t* prev = nullptr;
+  while (bpf_map_get_next_key(maps_.doomed.get(), prev, &next) == 0) {
+    uint32_t owner = 0;
+    if (bpf_map_lookup_elem(maps_.doomed.get(), &next, &owner) == 0 &&
+        owner == slot) {
+      doomed.push_back(next);
+    }
+    key = next;
+    prev = &key;
+  }
+  for (uint32_t generation : doomed) {
+    DeleteGenerationEverywhere(generation);
+    Undoom(generation);
+  }
+  return doomed.size();
+}
+
+void EgressController::HoldDeletesForTest() {
+  auto gate = std::make_shared<absl::Notification>();
+  hold_ = gate;
+  reaper_.Post([gate] { gate->WaitForNotification(); });
+}
+
+void EgressController::ReleaseDeletesForTest() {
+  if (hold_ && !hold_->HasBeenNotified()) hold_->Notify();
+}
+
 void EgressController::DeleteSeen(uint64_t cgroup_id,
                                   std::optional<uint32_t> generation) {
   SweepSeen(cgroup_id, generation, /*erase=*/true);
@@ -178,31 +228,20 @@ size_t EgressController::SeenCount(uint64_t cgroup_id) const {
 size_t EgressController::SweepSeen(uint64_t cgroup_id,
                                    std::optional<uint32_t> generation,
                                    bool erase) const {
-  size_t found = 0;
-  auto sweep = [&](int fd, auto key_type, auto owned) {
-    if (fd < 0) return;
-    using K = decltype(key_type);
-    std::vector<K> matched;
-    K key{}, next{};
-    const K* prev = nullptr;
-    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-      if (owned(next)) matched.push_back(next);
-      key = next;
-      prev = &key;
-    }
-    found += matched.size();
-    if (erase) {
-      for (const K& k : matched) bpf_map_delete_elem(fd, &k);
-    }
-  };
-  sweep(maps_.seen.get(), sf_seen_key{}, [&](const sf_seen_key& k) {
-    return k.sandbox == cgroup_id &&
-           (!generation || k.generation == *generation);
-  });
-  sweep(maps_.unix_seen.get(), sf_unix_key{}, [&](const sf_unix_key& k) {
-    return k.scope == cgroup_id && (!generation || k.aux == *generation);
-  });
-  return found;
+  return SweepKeys<sf_seen_key>(
+             maps_.seen.get(),
+             [&](const sf_seen_key& k) {
+               return k.sandbox == cgroup_id &&
+                      (!generation || k.generation == *generation);
+             },
+             erase) +
+         SweepKeys<sf_unix_key>(
+             maps_.unix_seen.get(),
+             [&](const sf_unix_key& k) {
+               return k.scope == cgroup_id &&
+                      (!generation || k.aux == *generation);
+             },
+             erase);
 }
 
 absl::flat_hash_set<LearnedKey> EgressController::ScanLearned(

@@ -154,7 +154,8 @@ class HostEnforcement {
   // adopted sandboxes had while no process read them) into the hub.
   virtual absl::Status RecoverEvents(uint32_t slot) = 0;
   // Frees a dead process's slot (and its rings) once none of its sandboxes
-  // is left.
+  // is left, after completing the deletes it had queued (old phases'
+  // entries) when it died.
   virtual void ForgetDeadDriver(uint32_t slot) = 0;
 
   // --- events ---

@@ -442,6 +442,10 @@ absl::Status KernelEnforcement::RecoverEvents(uint32_t slot) {
 }
 
 void KernelEnforcement::ForgetDeadDriver(uint32_t slot) {
+  // The deletes it had queued when it was killed (old phases' rules and
+  // learned addresses): its slot is still its own, so the journal's
+  // entries under it are its.
+  egress_->FinishDeletesOf(slot);
   egress_->ClearSlot(slot);
   {
     absl::MutexLock lock(&guard_mu_);
