@@ -17,6 +17,7 @@ REQUIRED = [
     ("connect", "tcp_connect_accept", "sandfence"),
     ("connect", "udp_connect", "sandfence overhead"),
     ("connect", "bpf_run/connect4", "kernel"),
+    ("connect", "bpf_run/connect4", "empty program"),
     ("events", "events_delivered", "ring"),
     ("events", "events_lost", "ring"),
     ("events", "max_rate_without_loss", "ring"),

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/allowlist.h"
+#include "bench/empty_programs.h"
 #include "bench/fillers.h"
 #include "bench/host.h"
 #include "bench/nft_sidecar.h"
@@ -64,10 +66,17 @@ class ConnectSuite {
   absl::Status GrowFillers(size_t sandboxes);
   absl::Status Measure(size_t sandboxes, size_t rules);
   absl::StatusOr<Samples> RunWorker(const Cgroup& cg, int batches);
-  absl::Status MeasureProgramCost(size_t sandboxes, size_t rules,
-                                  double baseline_udp_connect,
-                                  const Cgroup& sandbox,
-                                  const std::string& variant);
+  // The kernel's run time per run of each hook's program (prog_fd) while
+  // the worker runs in `cg`: a row per hook, against the empty program's
+  // (floors_) when they are known. Returns the medians.
+  absl::StatusOr<std::map<std::string, double>> MeasureProgramCost(
+      size_t sandboxes, size_t rules, double baseline_udp_connect,
+      const Cgroup& cg, const std::string& variant,
+      const std::function<int(const char*)>& prog_fd);
+  // The floors: the same worker in a cgroup with an empty program of each
+  // hook (issue 37), measured at every size, just before sandfence's.
+  absl::Status MeasureFloors(size_t sandboxes, size_t rules,
+                             double baseline_udp_connect);
   absl::Status MeasureBreakdown(size_t sandboxes, size_t rules,
                                 double baseline_udp_connect);
 
@@ -76,7 +85,9 @@ class ConnectSuite {
   // Destroyed in reverse: the table, the fillers' map entries, their
   // cgroups, the three measured cgroups, then the controller.
   std::unique_ptr<EgressController> controller_;
-  std::optional<Cgroup> plain_, sb_, nft_cg_;
+  std::optional<Cgroup> plain_, sb_, nft_cg_, floor_cg_;
+  std::unique_ptr<EmptyPrograms> empty_;
+  std::map<std::string, double> floors_;  // hook -> ns/run, this size
   std::unique_ptr<CgroupDirs> filler_dirs_;
   std::optional<MapOnlySandboxes> map_only_;
   size_t fillers_ = 0;
@@ -92,12 +103,17 @@ absl::Status ConnectSuite::SetUp() {
   controller_ = *std::move(c);
 
   for (auto [slot, name] :
-       {std::pair{&plain_, "plain"}, {&sb_, "sb"}, {&nft_cg_, "nft"}}) {
+       {std::pair{&plain_, "plain"}, {&sb_, "sb"}, {&nft_cg_, "nft"},
+        {&floor_cg_, "floor"}}) {
     absl::StatusOr<Cgroup> cg =
         Cgroup::Create(absl::StrCat(o_.cgroup_root, "/", name));
     if (!cg.ok()) return cg.status();
     slot->emplace(*std::move(cg));
   }
+  absl::StatusOr<std::unique_ptr<EmptyPrograms>> empty = EmptyPrograms::Attach(
+      floor_cg_->fd(), std::vector<std::string>(kHooks.begin(), kHooks.end()));
+  if (!empty.ok()) return empty.status();
+  empty_ = *std::move(empty);
   absl::StatusOr<Listeners> l = ListenLoopback();
   if (!l.ok()) return l.status();
   listeners_ = *std::move(l);
@@ -287,11 +303,13 @@ absl::Status ConnectSuite::Measure(size_t sandboxes, size_t rules) {
     }
   }
   const double base = Summarize(samples[kBaseline]["udp_connect"]).median;
-  if (absl::Status s =
-          MeasureProgramCost(sandboxes, rules, base, *sb_, "kernel");
-      !s.ok()) {
+  if (absl::Status s = MeasureFloors(sandboxes, rules, base); !s.ok()) {
     return s;
   }
+  absl::StatusOr<std::map<std::string, double>> kernel = MeasureProgramCost(
+      sandboxes, rules, base, *sb_, "kernel",
+      [&](const char* hook) { return controller_->prog_fd(hook); });
+  if (!kernel.ok()) return kernel.status();
   // Once, at the first size: what the allow audit costs per run.
   if (sandboxes == o_.connect_sandboxes.front() &&
       rules == o_.connect_rules.front()) {
@@ -327,30 +345,43 @@ absl::Status ConnectSuite::MeasureBreakdown(size_t sandboxes, size_t rules,
         !s.ok()) {
       return s;
     }
-    absl::Status s = MeasureProgramCost(sandboxes, rules, baseline_udp_connect,
-                                        *cg, v.label);
+    absl::Status s =
+        MeasureProgramCost(
+            sandboxes, rules, baseline_udp_connect, *cg, v.label,
+            [&](const char* hook) { return controller_->prog_fd(hook); })
+            .status();
     controller_->RemoveSandbox(cg->id()).IgnoreError();
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-absl::Status ConnectSuite::MeasureProgramCost(size_t sandboxes, size_t rules,
-                                              double baseline_udp_connect,
-                                              const Cgroup& sandbox,
-                                              const std::string& variant) {
+absl::Status ConnectSuite::MeasureFloors(size_t sandboxes, size_t rules,
+                                         double baseline_udp_connect) {
+  absl::StatusOr<std::map<std::string, double>> floors = MeasureProgramCost(
+      sandboxes, rules, baseline_udp_connect, *floor_cg_, "empty program",
+      [&](const char* hook) { return empty_->prog_fd(hook); });
+  if (!floors.ok()) return floors.status();
+  floors_ = *std::move(floors);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, double>> ConnectSuite::MeasureProgramCost(
+    size_t sandboxes, size_t rules, double baseline_udp_connect,
+    const Cgroup& sandbox, const std::string& variant,
+    const std::function<int(const char*)>& prog_fd) {
+  std::map<std::string, double> medians;
   absl::StatusOr<BpfStatsEnabled> stats = BpfStatsEnabled::Enable();
   if (!stats.ok()) {
     report_->Note(absl::StrCat("kernel per-program cost not measured: ",
                                stats.status().message()));
-    return absl::OkStatus();
+    return medians;
   }
   std::map<std::string, std::vector<double>> per_run;
   for (int run = 0; run < o_.bpf_stats_runs; ++run) {
     std::map<std::string, ProgRunStats> before;
     for (const char* hook : kHooks) {
-      absl::StatusOr<ProgRunStats> s =
-          ReadProgRunStats(controller_->prog_fd(hook));
+      absl::StatusOr<ProgRunStats> s = ReadProgRunStats(prog_fd(hook));
       if (!s.ok()) return s.status();
       before[hook] = *s;
     }
@@ -358,8 +389,7 @@ absl::Status ConnectSuite::MeasureProgramCost(size_t sandboxes, size_t rules,
         RunWorker(sandbox, std::max(1, o_.connect_batches / 3));
     if (!got.ok()) return got.status();
     for (const char* hook : kHooks) {
-      absl::StatusOr<ProgRunStats> s =
-          ReadProgRunStats(controller_->prog_fd(hook));
+      absl::StatusOr<ProgRunStats> s = ReadProgRunStats(prog_fd(hook));
       if (!s.ok()) return s.status();
       const uint64_t runs = s->run_cnt - before[hook].run_cnt;
       if (runs) {
@@ -378,12 +408,22 @@ absl::Status ConnectSuite::MeasureProgramCost(size_t sandboxes, size_t rules,
     row.variant = variant;
     row.unit = "ns/run";
     row.stats = Summarize(per_run[hook]);
-    row.baseline = "baseline udp_connect";
-    row.baseline_median = baseline_udp_connect;
+    medians[hook] = row.stats.median;
+    // Against the hook's floor (issue 37); the floor itself against the
+    // whole operation it is a part of.
+    const auto floor = floors_.find(hook);
+    if (variant != "empty program" && floor != floors_.end() &&
+        floor->second > 0) {
+      row.baseline = "empty program";
+      row.baseline_median = floor->second;
+    } else {
+      row.baseline = "baseline udp_connect";
+      row.baseline_median = baseline_udp_connect;
+    }
     if (per_run[hook].empty()) row.note = "the program did not run";
     report_->Add(std::move(row));
   }
-  return absl::OkStatus();
+  return medians;
 }
 
 absl::Status ConnectSuite::Run() {
