@@ -22,5 +22,7 @@ cmake --build build-asan -j"$(nproc)" --target unit_tests fuzzers
 cd build-asan
 # Stack traces for UBSan reports too; ASan's defaults already abort.
 export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-ctest --output-on-failure -L fuzz "$@"
-ctest --output-on-failure --timeout 600 -L unit "$@"
+# Two at a time, as the main suite: each fuzz target runs for a fixed time
+# on one core.
+ctest -j2 --output-on-failure -L fuzz "$@"
+ctest -j2 --output-on-failure --timeout 600 -L unit "$@"

@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 cd build
 # Two at a time (the machine has two cores): every test keeps its BPF
 # programs, cgroups, pins and ports to itself (tests/README.md, "The suite
-# under ctest -j2"), and the VM suites and benchmarks are RUN_SERIAL.
+# under ctest -j2"); each VM suite takes one slot (one vCPU, one host
+# thread), and the benchmarks are RUN_SERIAL.
 #
 # The VM suite's kernel x suite table (tests/vm) comes last, whatever the
 # result, so the log shows it even when every test passed.
