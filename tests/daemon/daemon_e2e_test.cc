@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/unique_fd.h"
+#include "daemon/call_pool.h"
 #include "daemon/daemon_fixture.h"
 #include "daemon/grpc_service.h"
 #include "egress/egress_fixture.h"
@@ -1025,6 +1026,12 @@ TEST_F(DaemonMetricsTest, PrometheusEndpointCountsRolloutsAndDecisions) {
               HasSubstr("\nsandfence_decisions_total{verdict=\"deny\"} 1\n"));
   EXPECT_THAT(m, HasSubstr("\nsandfence_events_lost_total 0\n"));
   EXPECT_THAT(m, HasSubstr("\nsandfence_build_info{version=\""));
+  // The call pool's: the daemon's own, by the capacity it was built with.
+  EXPECT_THAT(m, HasSubstr(absl::StrCat("\nsandfence_calls_capacity ",
+                                        CallPool::kDefaultWorkers +
+                                            CallPool::kDefaultQueue,
+                                        "\n")));
+  EXPECT_THAT(m, HasSubstr("\nsandfence_calls_refused_busy_total 0\n"));
   // Labelled by rollout only with --metrics-per-rollout (issue 38).
   EXPECT_THAT(m, ::testing::Not(HasSubstr("rollout=")));
 }

@@ -71,6 +71,18 @@ TEST(RenderMetricsTest, ByDefaultNoSeriesIsLabelledByRollout) {
   }
 }
 
+// A saturated daemon shows on its page, not only in its callers' retries.
+TEST(RenderMetricsTest, TheCallPoolsStateIsOnThePage) {
+  const std::string out =
+      RenderMetrics(ManagerMetrics{}, {},
+                    CallMetrics{.in_flight = 1056, .refused = 7,
+                                .capacity = 1056});
+  EXPECT_THAT(out, HasSubstr("\nsandfence_calls_in_flight 1056\n"));
+  EXPECT_THAT(out, HasSubstr("\nsandfence_calls_capacity 1056\n"));
+  EXPECT_THAT(out, HasSubstr("\n# TYPE sandfence_calls_refused_busy_total "
+                             "counter\nsandfence_calls_refused_busy_total 7\n"));
+}
+
 TEST(RenderMetricsTest, ByDefaultTheDnsSeriesExistBeforeAnyDnsRollout) {
   // Zeros from the start: a rate over them is defined, and the series
   // count does not change with the rollouts.

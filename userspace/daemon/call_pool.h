@@ -38,6 +38,8 @@ class CallPool {
   // Calls running or waiting now.
   size_t in_flight() const;
   uint64_t refused() const;
+  // Calls it takes at once: workers and queue.
+  size_t capacity() const { return workers_ + queue_limit_; }
 
  private:
   void Work();

@@ -340,9 +340,10 @@ absl::Status RunDaemon(const DaemonOptions& options) {
     const MetricsOptions metrics_options = options.metrics;
     absl::StatusOr<std::unique_ptr<MetricsServer>> started =
         MetricsServer::Start(options.metrics_address, *options.metrics_port,
-                             [m, metrics_options] {
+                             [m, metrics_options, &service] {
                                return RenderMetrics(m->Metrics(),
-                                                    metrics_options);
+                                                    metrics_options,
+                                                    service.call_metrics());
                              });
     if (!started.ok()) return started.status();
     metrics = *std::move(started);

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/status.h"
+#include "daemon/log.h"
 #include "events/event.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/unknown_field_set.h"
@@ -153,6 +154,20 @@ grpc::Status Serialize(const google::protobuf::Message& m,
                                                                          &own);
 }
 
+// A refusal because the pool is full, in the log at most every 10 s: the
+// callers retry, and the operator must know the daemon is saturated.
+void LogRefusedBusy(const absl::Status& s) {
+  static std::atomic<int64_t> last_ms{0};
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  int64_t last = last_ms.load();
+  if (now - last < 10000 || !last_ms.compare_exchange_strong(last, now)) {
+    return;
+  }
+  LogWarning("refusing calls (sandfence_calls_refused_busy_total counts "
+             "them): %s",
+             StatusText(s));
+}
+
 // A unary call: parsed here, then served by the call pool (a callback must
 // not block gRPC's threads; rollout calls may take seconds). A full pool
 // answers UNAVAILABLE at once.
@@ -172,7 +187,10 @@ grpc::ServerUnaryReactor* Unary(CallPool* pool,
     reactor->Finish(result.ok() ? Serialize(*result, out)
                                 : ToGrpcStatus(result.status()));
   });
-  if (!queued.ok()) reactor->Finish(ToGrpcStatus(queued));
+  if (!queued.ok()) {
+    LogRefusedBusy(queued);
+    reactor->Finish(ToGrpcStatus(queued));
+  }
   return reactor;
 }
 

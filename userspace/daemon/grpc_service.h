@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/call_pool.h"
+#include "daemon/metrics_server.h"
 #include "daemon/rollout_manager.h"
 #include "google/protobuf/message.h"
 #include "sandfence/v1/daemon.grpc.pb.h"
@@ -88,6 +89,13 @@ class SandfenceService final : public SandfenceRawBase {
  private:
   RolloutManager* manager_;  // not owned
   size_t watch_queue_;
+ public:
+  // The pool's state, for the metrics page.
+  CallMetrics call_metrics() const {
+    return {pool_.in_flight(), pool_.refused(), pool_.capacity()};
+  }
+
+ private:
   // The unary rollout calls' workers (StartRollout, CheckRollout,
   // SetPhase, EndRollout, GetRecord).
   CallPool pool_;

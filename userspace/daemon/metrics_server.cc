@@ -142,7 +142,8 @@ void RenderDnsMetrics(const ManagerMetrics& m, bool per_rollout,
 }  // namespace
 
 std::string RenderMetrics(const ManagerMetrics& m,
-                          const MetricsOptions& options) {
+                          const MetricsOptions& options,
+                          const CallMetrics& calls) {
   std::string out;
   // Which build answers: a dashboard can tell hosts apart during a rollout
   // of a new version.
@@ -198,6 +199,17 @@ std::string RenderMetrics(const ManagerMetrics& m,
   metric("sandfence_runs_reaped_total", "counter",
          "Sandboxes of dead `sandfence run`s ended by this daemon.", "",
          m.runs_reaped);
+  metric("sandfence_calls_in_flight", "gauge",
+         "Unary calls running or waiting in the daemon's pool now.", "",
+         calls.in_flight);
+  metric("sandfence_calls_capacity", "gauge",
+         "Unary calls the pool takes at once (workers and queue); past it, "
+         "calls are refused as UNAVAILABLE.",
+         "", calls.capacity);
+  metric("sandfence_calls_refused_busy_total", "counter",
+         "Unary calls refused because the pool was full (UNAVAILABLE, "
+         "retryable).",
+         "", calls.refused);
   metric("sandfence_sandboxes_gone_total", "counter",
          "Open rollouts whose sandbox cgroup was removed without EndRollout, "
          "ended by the daemon (their records say so).",

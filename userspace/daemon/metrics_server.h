@@ -25,9 +25,18 @@ struct MetricsOptions {
   bool per_rollout = false;
 };
 
-// The Prometheus text exposition of the manager's metrics.
+// The unary calls' pool (daemon/call_pool.h): a saturated daemon refuses
+// calls, and an operator must see it before the callers' retries do.
+struct CallMetrics {
+  uint64_t in_flight = 0;  // running or waiting now
+  uint64_t refused = 0;    // refused as busy since the daemon started
+  uint64_t capacity = 0;   // workers + queue
+};
+
+// The Prometheus text exposition of the manager's metrics and the calls'.
 std::string RenderMetrics(const ManagerMetrics& m,
-                          const MetricsOptions& options = {});
+                          const MetricsOptions& options = {},
+                          const CallMetrics& calls = {});
 
 // "http://127.0.0.1:PORT/metrics", "http://[::1]:PORT/metrics": what the
 // daemon logs (tests read the port from it).
