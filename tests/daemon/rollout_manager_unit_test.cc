@@ -930,10 +930,16 @@ TEST_F(RolloutManagerUnitTest, ARemovedSandboxIsEndedByTheEventThread) {
   const int kills = kernel_->CallCount(FakeCall::kKillCgroup);
 
   kernel_->RemoveCgroupBehindOurBack(gone->cgroup_path());
-  // A bound on a hang, not a speed assertion.
+  // A bound on a hang, not a speed assertion. The count comes just after
+  // the end (the rollout's record is there as soon as it is not open).
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (manager_->IsOpen("gone") && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
+  while ((manager_->IsOpen("gone") || manager_->Metrics().sandboxes_gone == 0) &&
+         absl::Now() < deadline) {
+    if (!manager_->IsOpen("gone")) {
+      EXPECT_TRUE(manager_->GetRecord("gone").ok())
+          << "neither open nor ended";
+    }
+    absl::SleepFor(absl::Milliseconds(1));
   }
   ASSERT_FALSE(manager_->IsOpen("gone")) << "never reclaimed";
   EXPECT_FALSE(kernel_->Egress(gone->cgroup_id()).has_value());

@@ -1,9 +1,12 @@
-// Deletes a controller queued and never did because it was killed (issue
-// 36): a phase switch leaves the old generation's rules to the controller's
-// reaper thread, after the switch returned. A process killed in between
-// used to leave them in the pinned maps for good; the journal (sf_doomed)
-// lets the process that forgets the dead driver finish them. Real pinned
-// maps, a real child process that dies with its deletes held.
+// What a killed sandfence process leaves to the next one (issue 36), with
+// real pinned maps and real child processes:
+// - deletes it queued and never did: a phase switch leaves the old
+//   generation's rules to the controller's reaper thread, after the switch
+//   returned; the journal (sf_doomed) lets the process that forgets the
+//   dead driver finish them;
+// - its slot: forgotten once, by whoever comes first. A second process
+//   that also saw it dead must leave the slot alone, since a live process
+//   may have taken it in between (its ring, its journal).
 #include <bpf/bpf.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +19,7 @@
 #include "egress/egress_fixture.h"
 #include "gtest/gtest.h"
 #include "host/host_state.h"
+#include "sandbox/kernel_enforcement.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 
@@ -119,6 +123,98 @@ TEST(QueuedDeletes, AKilledControllersQueuedDeletesAreDoneByTheNextOne) {
   next->reset();
   (*host)->FreeSlot(dead[0].slot);
   host->reset();
+  EXPECT_TRUE(EgressController::RemovePins(root).ok());
+  rmdir(root.c_str());
+}
+
+// The pinned drivers map's entry of `slot`.
+sf_driver DriverAt(const HostState& host, uint32_t slot) {
+  UniqueFd fd(bpf_obj_get(host.pins().DriversMap().c_str()));
+  sf_driver d{};
+  EXPECT_EQ(bpf_map_lookup_elem(fd.get(), &slot, &d), 0) << strerror(errno);
+  return d;
+}
+
+// A child that registers on the pinned root (with a controller: its ring
+// sits in its slot), writes its slot, and then either dies at once or
+// waits for the other end of `hold` (hold_writer, closed here) to close.
+pid_t Driver(const std::string& root, int report, int hold = -1,
+             int hold_writer = -1) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (hold_writer >= 0) close(hold_writer);
+  auto host = HostState::Open({.pin_root = root});
+  if (!host.ok()) _exit(2);
+  auto c = EgressController::Create(host->get());
+  if (!c.ok()) _exit(3);
+  const uint32_t slot = (*host)->slot();
+  (void)!write(report, &slot, sizeof(slot));
+  if (hold >= 0) {
+    char byte;
+    (void)!read(hold, &byte, 1);
+  }
+  _exit(0);  // no destructor: as a kill would leave it
+}
+
+uint32_t ReadSlot(int fd) {
+  uint32_t slot = ~0u;
+  EXPECT_EQ(read(fd, &slot, sizeof(slot)),
+            static_cast<ssize_t>(sizeof(slot)));
+  return slot;
+}
+
+TEST(DeadDrivers, ASecondForgetOfADeadDriverLeavesItsSlotsNewOwnerAlone) {
+  SANDFENCE_REQUIRE_ROOT();
+  SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
+  const std::string root =
+      absl::StrCat("/sys/fs/bpf/sandfence-forget-", getpid());
+  KernelEnforcementOptions options;
+  options.host.pin_root = root;
+  auto kernel = KernelEnforcement::Create(options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+
+  // A dies; this process sees it dead, and (as a first reaper would)
+  // forgets it: its slot is free.
+  const pid_t a = Driver(root, report[1]);
+  const uint32_t slot = ReadSlot(report[0]);
+  ASSERT_EQ(waitpid(a, nullptr, 0), a);
+  const std::vector<DeadDriver> dead = (*kernel)->DeadDrivers();
+  ASSERT_EQ(dead.size(), 1u);
+  ASSERT_EQ(dead[0].slot, slot);
+  (*kernel)->ForgetDeadDriver(dead[0]);
+
+  // B takes the free slot and lives.
+  int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
+  const pid_t b = Driver(root, report[1], hold[0], hold[1]);
+  ASSERT_EQ(ReadSlot(report[0]), slot) << "B did not get A's old slot";
+  auto probe = HostState::Open({.pin_root = root});
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  ASSERT_EQ(DriverAt(**probe, slot).pid, static_cast<uint32_t>(b));
+  auto ring = [&] {
+    UniqueFd rings(bpf_obj_get((*probe)->pins().Map("sf_rings").c_str()));
+    uint32_t id = 0;
+    return bpf_map_lookup_elem(rings.get(), &slot, &id) == 0;
+  };
+  ASSERT_TRUE(ring()) << "B's ring is not in its slot";
+
+  // A second reaper that saw A dead before B came forgets A again: B's
+  // slot and ring stay.
+  (*kernel)->ForgetDeadDriver(dead[0]);
+  EXPECT_EQ(DriverAt(**probe, slot).pid, static_cast<uint32_t>(b))
+      << "B's slot was freed under it";
+  EXPECT_TRUE(ring()) << "B's ring was taken from it";
+  EXPECT_TRUE((*kernel)->RecoverEvents(dead[0]).ok());
+
+  close(hold[1]);
+  ASSERT_EQ(waitpid(b, nullptr, 0), b);
+  for (const DeadDriver& d : (*kernel)->DeadDrivers()) {
+    (*kernel)->ForgetDeadDriver(d);
+  }
+  probe->reset();
+  kernel->reset();
   EXPECT_TRUE(EgressController::RemovePins(root).ok());
   rmdir(root.c_str());
 }

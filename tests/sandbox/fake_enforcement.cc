@@ -651,7 +651,8 @@ std::vector<OrphanSandbox> FakeEnforcement::Orphans() {
   return out;
 }
 
-absl::Status FakeEnforcement::RecoverEvents(uint32_t slot) {
+absl::Status FakeEnforcement::RecoverEvents(const DeadDriver& dead) {
+  const uint32_t slot = dead.slot;
   if (absl::Status s = kernel_->Enter(FakeCall::kRecoverEvents, slot);
       !s.ok()) {
     return s;
@@ -666,7 +667,8 @@ absl::Status FakeEnforcement::RecoverEvents(uint32_t slot) {
   return absl::OkStatus();
 }
 
-void FakeEnforcement::ForgetDeadDriver(uint32_t slot) {
+void FakeEnforcement::ForgetDeadDriver(const DeadDriver& forgotten) {
+  const uint32_t slot = forgotten.slot;
   absl::MutexLock klock(&kernel_->mu_);
   auto& dead = kernel_->dead_;
   dead.erase(

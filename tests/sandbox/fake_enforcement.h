@@ -216,8 +216,8 @@ class FakeEnforcement : public HostEnforcement {
   absl::Status Protect(const std::string& path) override;
   std::vector<DeadDriver> DeadDrivers() override;
   std::vector<OrphanSandbox> Orphans() override;
-  absl::Status RecoverEvents(uint32_t slot) override;
-  void ForgetDeadDriver(uint32_t slot) override;
+  absl::Status RecoverEvents(const DeadDriver& dead) override;
+  void ForgetDeadDriver(const DeadDriver& dead) override;
   absl::Status StartDns(
       uint64_t cgroup_id, const std::vector<HostPort>& upstreams,
       std::function<void(const DnsQueryInfo&)> on_query,

@@ -123,11 +123,11 @@ class GatedEnforcement : public HostEnforcement {
     return inner_->DeadDrivers();
   }
   std::vector<OrphanSandbox> Orphans() override { return inner_->Orphans(); }
-  absl::Status RecoverEvents(uint32_t slot) override {
-    return inner_->RecoverEvents(slot);
+  absl::Status RecoverEvents(const DeadDriver& dead) override {
+    return inner_->RecoverEvents(dead);
   }
-  void ForgetDeadDriver(uint32_t slot) override {
-    inner_->ForgetDeadDriver(slot);
+  void ForgetDeadDriver(const DeadDriver& dead) override {
+    inner_->ForgetDeadDriver(dead);
   }
   EventHub& events() override { return inner_->events(); }
   absl::StatusOr<int> PollEvents(int timeout_ms) override {

@@ -151,11 +151,11 @@ std::vector<std::string> RolloutManager::AdoptAndStart() {
   // records, then the dead daemons' slots are free.
   for (const DeadDriver& d : enforcement_->DeadDrivers()) {
     if (d.kind != DriverKind::kDaemon) continue;
-    if (absl::Status s = enforcement_->RecoverEvents(d.slot); !s.ok()) {
+    if (absl::Status s = enforcement_->RecoverEvents(d); !s.ok()) {
       LogWarning("events queued for a dead daemon's sandboxes: %s",
                  StatusText(s));
     }
-    enforcement_->ForgetDeadDriver(d.slot);
+    enforcement_->ForgetDeadDriver(d);
   }
   event_thread_ = std::thread([this] { EventLoop(); });
   return adopted;
@@ -292,7 +292,7 @@ absl::Status RolloutManager::Cleanup(const ManagerOptions& options) {
   (*store)->RemoveAll();
   ReapDeadRuns(host);
   for (const DeadDriver& d : host.DeadDrivers()) {
-    if (d.kind == DriverKind::kDaemon) host.ForgetDeadDriver(d.slot);
+    if (d.kind == DriverKind::kDaemon) host.ForgetDeadDriver(d);
   }
   // Then the pinned sets: every one that no other process still uses.
   kernel->reset();

@@ -667,6 +667,28 @@ absl::StatusOr<v1::EndRolloutResponse> RolloutManager::End(
     totals_.Retire(rollout_id, final);
   }
   store_->Remove(rollout_id);
+  // The final record is on disk before the rollout leaves the open set: a
+  // caller that no longer finds it open (List, a reclaim it waits for)
+  // finds its record (GetRecord), never neither.
+  absl::StatusOr<v1::RolloutRecord> record =
+      ended.ok() ? MergedRecord(*r) : ended.status();
+  v1::EndRolloutResponse out;
+  if (record.ok()) {
+    if (!ended->cleanup.ok()) {
+      LogWarning("rollout %s: end: %s", rollout_id,
+                 StatusText(ended->cleanup));
+    }
+    *out.mutable_record() = *record;
+    for (const std::string& p : r->state.journal_path()) {
+      out.add_journal_path(p);
+    }
+    out.set_record_path(FinalRecordPath(rollout_id));
+    if (absl::Status s =
+            WriteFileAtomic(out.record_path(), record->SerializeAsString());
+        !s.ok()) {
+      LogError("rollout %s: write record: %s", rollout_id, StatusText(s));
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     rollouts_.erase(rollout_id);
@@ -677,21 +699,7 @@ absl::StatusOr<v1::EndRolloutResponse> RolloutManager::End(
     }
   }
   ++ended_;
-  if (!ended.ok()) return ended.status();
-  if (!ended->cleanup.ok()) {
-    LogWarning("rollout %s: end: %s", rollout_id, StatusText(ended->cleanup));
-  }
-  absl::StatusOr<v1::RolloutRecord> record = MergedRecord(*r);
   if (!record.ok()) return record.status();
-  v1::EndRolloutResponse out;
-  *out.mutable_record() = *record;
-  for (const std::string& p : r->state.journal_path()) out.add_journal_path(p);
-  out.set_record_path(FinalRecordPath(rollout_id));
-  if (absl::Status s =
-          WriteFileAtomic(out.record_path(), record->SerializeAsString());
-      !s.ok()) {
-    LogError("rollout %s: write record: %s", rollout_id, StatusText(s));
-  }
   LogInfo("ended rollout %s: %d attempts%s", rollout_id,
           record->net_attempt_size(), record->lossy() ? " (lossy)" : "");
   return out;

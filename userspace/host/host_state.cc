@@ -364,7 +364,7 @@ std::vector<DeadDriver> HostState::DeadDrivers() const {
       continue;
     }
     dead.push_back({slot, static_cast<DriverKind>(d.kind),
-                    static_cast<pid_t>(d.pid)});
+                    static_cast<pid_t>(d.pid), d.start_ticks});
   }
   return dead;
 }
@@ -380,6 +380,14 @@ bool HostState::OthersAlive() const {
     }
   }
   return false;
+}
+
+bool HostState::StillDead(const DeadDriver& dead) const {
+  if (!pinned() || dead.slot == slot_) return false;
+  sf_driver d{};
+  return bpf_map_lookup_elem(drivers_map_.get(), &dead.slot, &d) == 0 &&
+         d.kind != SF_DRIVER_FREE && d.pid == static_cast<uint32_t>(dead.pid) &&
+         d.start_ticks == dead.start_ticks && !Alive(d);
 }
 
 void HostState::FreeSlot(uint32_t slot) {

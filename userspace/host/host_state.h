@@ -65,6 +65,7 @@ struct DeadDriver {
   uint32_t slot = 0;
   DriverKind kind = DriverKind::kRun;
   pid_t pid = 0;
+  uint64_t start_ticks = 0;  // with pid, names the process for good
 };
 
 class HostState {
@@ -120,6 +121,10 @@ class HostState {
   std::vector<DeadDriver> DeadDrivers() const;
   // Frees a dead driver's slot once its sandboxes are reaped or adopted.
   void FreeSlot(uint32_t slot);
+  // Whether d's slot still holds that dead process. Another process may
+  // have forgotten it since DeadDrivers() said so, and a new one taken the
+  // slot: its rings and journal must not be cleared. Ask under Exclusive().
+  bool StillDead(const DeadDriver& d) const;
   // Whether a live process other than this one is registered.
   bool OthersAlive() const;
 

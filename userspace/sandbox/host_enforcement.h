@@ -152,11 +152,14 @@ class HostEnforcement {
   virtual std::vector<OrphanSandbox> Orphans() = 0;
   // Reads what the kernel queued in a dead process's rings (events its
   // adopted sandboxes had while no process read them) into the hub.
-  virtual absl::Status RecoverEvents(uint32_t slot) = 0;
+  // Nothing, if the slot is no longer that dead process's (see
+  // ForgetDeadDriver): a live one's events are its own to read.
+  virtual absl::Status RecoverEvents(const DeadDriver& dead) = 0;
   // Frees a dead process's slot (and its rings) once none of its sandboxes
   // is left, after completing the deletes it had queued (old phases'
-  // entries) when it died.
-  virtual void ForgetDeadDriver(uint32_t slot) = 0;
+  // entries) when it died. Nothing, if another process forgot it first
+  // (the slot may be a live process's by then).
+  virtual void ForgetDeadDriver(const DeadDriver& dead) = 0;
 
   // --- events ---
   virtual EventHub& events() = 0;

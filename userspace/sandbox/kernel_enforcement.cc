@@ -426,12 +426,18 @@ std::vector<OrphanSandbox> KernelEnforcement::Orphans() {
   return out;
 }
 
-absl::Status KernelEnforcement::RecoverEvents(uint32_t slot) {
-  absl::StatusOr<UniqueFd> net = egress_->RingOfSlot(slot);
+absl::Status KernelEnforcement::RecoverEvents(const DeadDriver& dead) {
+  // The rings are taken (fds of their own) while the slot is checked to
+  // be the dead one's; they are drained after, without the host's lock.
+  absl::StatusOr<UniqueFd> net = absl::NotFoundError("");
   absl::StatusOr<UniqueFd> guard = absl::NotFoundError("");
   {
-    absl::MutexLock lock(&guard_mu_);
-    if (GuardController* g = PinnedGuard()) guard = g->RingOfSlot(slot);
+    // guard_mu_ before the host's lock, as RemoveGuard takes them.
+    absl::MutexLock guard_lock(&guard_mu_);
+    HostState::Lock lock = host_->Exclusive();
+    if (!host_->StillDead(dead)) return absl::OkStatus();
+    net = egress_->RingOfSlot(dead.slot);
+    if (GuardController* g = PinnedGuard()) guard = g->RingOfSlot(dead.slot);
   }
   if (!net.ok() && !guard.ok()) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<KernelEventSource>> source =
@@ -441,17 +447,21 @@ absl::Status KernelEnforcement::RecoverEvents(uint32_t slot) {
   return (*source)->Drain().status();
 }
 
-void KernelEnforcement::ForgetDeadDriver(uint32_t slot) {
+void KernelEnforcement::ForgetDeadDriver(const DeadDriver& dead) {
+  // Under the host's lock from the check to the free: two processes that
+  // both saw the driver dead must not both forget it, since between the
+  // two a third may have taken the freed slot, and its rings would go.
+  // guard_mu_ first, as RemoveGuard takes them.
+  absl::MutexLock guard_lock(&guard_mu_);
+  HostState::Lock lock = host_->Exclusive();
+  if (!host_->StillDead(dead)) return;
+  const uint32_t slot = dead.slot;
   // The deletes it had queued when it was killed (old phases' rules and
-  // learned addresses): its slot is still its own, so the journal's
+  // learned addresses): the slot is still its own, so the journal's
   // entries under it are its.
   egress_->FinishDeletesOf(slot);
   egress_->ClearSlot(slot);
-  {
-    absl::MutexLock lock(&guard_mu_);
-    if (GuardController* g = PinnedGuard()) g->ClearSlot(slot);
-  }
-  HostState::Lock lock = host_->Exclusive();
+  if (GuardController* g = PinnedGuard()) g->ClearSlot(slot);
   host_->FreeSlot(slot);
 }
 

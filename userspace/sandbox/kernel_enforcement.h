@@ -71,8 +71,8 @@ class KernelEnforcement : public HostEnforcement {
 
   std::vector<DeadDriver> DeadDrivers() override;
   std::vector<OrphanSandbox> Orphans() override;
-  absl::Status RecoverEvents(uint32_t slot) override;
-  void ForgetDeadDriver(uint32_t slot) override;
+  absl::Status RecoverEvents(const DeadDriver& dead) override;
+  void ForgetDeadDriver(const DeadDriver& dead) override;
 
   EventHub& events() override { return hub_; }
   absl::StatusOr<int> PollEvents(int timeout_ms) override;

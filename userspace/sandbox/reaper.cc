@@ -47,7 +47,7 @@ ReapReport ReapDeadRuns(HostEnforcement& host) {
     }
   }
   for (const DeadDriver& d : host.DeadDrivers()) {
-    if (!busy_slots.contains(d.slot)) host.ForgetDeadDriver(d.slot);
+    if (!busy_slots.contains(d.slot)) host.ForgetDeadDriver(d);
   }
   return report;
 }
