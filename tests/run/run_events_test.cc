@@ -169,7 +169,7 @@ TEST_F(RunEventsTest, TheSummaryAsJson) {
   // Every failure below says, on its last line, how the run ended: a flake
   // in CI must be diagnosable from the tail of its log alone (it failed
   // there twice, never here).
-  const std::string why = OneLine(r);
+  std::string why = OneLine(r);
   ASSERT_EQ(r.status, 0) << why;
   // The summary is the last line sandfence itself writes; it is found by
   // its first key, so a line the kernel or a library adds cannot hide it.
@@ -184,6 +184,18 @@ TEST_F(RunEventsTest, TheSummaryAsJson) {
   const std::vector<Struct> parsed = ParseLines(summaries[0]);
   ASSERT_EQ(parsed.size(), 1u) << why;
   const Struct& s = parsed[0];
+  // The counters and the denied list, whole: the tail in `why` may not
+  // reach them (the guard's report comes after).
+  std::string counted;
+  (void)google::protobuf::util::MessageToJsonString(Sub(s, "counters"),
+                                                    &counted);
+  std::string listed;
+  (void)google::protobuf::util::MessageToJsonString(s.fields().at("denied"),
+                                                    &listed);
+  // First on the line: CI's digest cuts each line at 700 characters.
+  why = absl::StrCat("[counters: ", counted, "; denied: ", listed,
+                     "; events_read: ",
+                     s.fields().at("events_read").number_value(), "] ", why);
   EXPECT_EQ(Str(s, "network_access"), "model_only") << why;
   EXPECT_EQ(s.fields().at("exit_status").number_value(), 0) << why;
   EXPECT_EQ(Sub(s, "counters").fields().at("denied").number_value(), 1)
