@@ -905,7 +905,11 @@ TEST(CompileDnsFiltered, NamesAndWildcardsBecomeNameRulesAndNoResolverRule) {
                           "*.tool.test tcp:443-443,udp:443-443 allow"));
   EXPECT_EQ(p.dns_upstreams, SystemResolvers());
   EXPECT_EQ(p.dns_ttl, (DnsTtl{30, 600, 60}));
+  EXPECT_EQ(p.dns_budget, (DnsBudget{256, 600, 128, 16384})) << "defaults";
   const std::string text = FormatCompiledPolicyText(*out);
+  EXPECT_THAT(text, HasSubstr("dns   budget: names only a wildcard allows: "
+                              "at most 256 distinct, 16384 characters in "
+                              "all, per 600 s; each at most 128 characters"));
   EXPECT_THAT(text, HasSubstr("dns   filtered: upstream 10.0.0.53:53, "
                               "127.0.0.53:53"));
   EXPECT_THAT(text, HasSubstr("name  *.tool.test      tcp:443,udp:443  allow"));
@@ -922,12 +926,21 @@ TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
                        model: "http://10.0.0.5"
                        dns { mode: FILTERED resolver: "127.0.0.1:5353"
                              min_ttl_seconds: 1 max_ttl_seconds: 2
-                             grace_seconds: 3 } })"),
+                             grace_seconds: 3
+                             budget { wildcard_names: 9
+                                      max_wildcard_name_length: 40 } } })"),
                        RolloutEndpoints{}, kHostNetns);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->phases[0].dns_upstreams,
             std::vector<HostPort>{*HostPort::Parse("127.0.0.1:5353", 53)});
   EXPECT_EQ(out->phases[0].dns_ttl, (DnsTtl{1, 2, 3}));
+  // Given fields are kept, the others take their defaults.
+  EXPECT_EQ(out->phases[0].dns_budget, (DnsBudget{9, 600, 40, 16384}));
+  EXPECT_THAT(FormatCompiledPolicyJson(*out),
+              HasSubstr("\"budget\": {\"wildcard_names\": 9, "
+                        "\"window_seconds\": 600, "
+                        "\"max_wildcard_name_length\": 40, "
+                        "\"wildcard_name_bytes\": 16384}"));
   EXPECT_THAT(NameLines(out->phases[0]), IsEmpty());  // the model is an IP
 
   // Without listed upstreams, the host's must be known.

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cerrno>
 #include <map>
+#include <set>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +39,7 @@ using ::sandfence::dns::testing::kWait;
 using ::sandfence::dns::testing::MustParse;
 using ::sandfence::dns::testing::Policy;
 using ::sandfence::dns::testing::Query;
+using ::sandfence::dns::testing::SeenQuery;
 using ::sandfence::dns::testing::Silent;
 using ::sandfence::dns::testing::Tc;
 using ::sandfence::dns::testing::TcpExchange;
@@ -305,6 +308,154 @@ TEST(DnsFilterLimits, AFloodOverTheRateIsDroppedAndOthersAreServed) {
     }
   }
   EXPECT_EQ(limited + answered, 400);
+}
+
+// Issue 40: the names a wildcard allows are the agent's to choose, so each
+// carries data out. An agent that asks 2,000 fresh names under one wildcard
+// (what an exfiltration through DNS looks like) gets the budget's worth
+// answered; the rest are refused, never reach the upstream, and say why.
+std::vector<Ede> EdesOf(const std::string& wire) {
+  absl::StatusOr<Message> m = ParseMessage(wire);
+  return m.ok() ? EdeOptions(*m) : std::vector<Ede>{};
+}
+
+TEST(DnsFilterBudget, TwoThousandNamesUnderAWildcardGetTheBudgetAndNoMore) {
+  absl::StatusOr<std::unique_ptr<FakeUpstream>> up = FakeUpstream::Start(
+      {{"api.tool.test", Answers({"10.7.7.7"})},
+       {"n0.tool.test", Answers({"10.7.7.1"})}});
+  ASSERT_TRUE(up.ok()) << up.status();
+  Filter filter(To((*up)->address()));
+  ASSERT_TRUE(filter.status().ok()) << filter.status();
+  // The exact name is the tool's host; the wildcard lets the agent choose.
+  auto rules = Policy({{"*.tool.test", {kHttps}, "tool:search"},
+                       {"api.tool.test", {kHttps}, "tool:search"}});
+  ASSERT_EQ(rules->budget.wildcard_names, 256u) << "the default";
+  filter.server().SetPolicy(Filter::kSandbox1, rules);
+  filter.server().SetPolicy(Filter::kSandbox2, rules);
+
+  int answered = 0, refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    absl::StatusOr<UdpAnswer> a = UdpExchange(
+        filter.udp(),
+        Query(absl::StrCat("n", i, ".tool.test"), kTypeA,
+              static_cast<uint16_t>(i), 1232),
+        kWait);
+    ASSERT_TRUE(a.ok()) << i << ": " << a.status();
+    const Message m = MustParse(a->wire);
+    if (m.rcode() == static_cast<uint16_t>(Rcode::kRefused)) {
+      ++refused;
+      if (refused == 1) {
+        const std::vector<Ede> ede = EdesOf(a->wire);
+        ASSERT_EQ(ede.size(), 1u);
+        EXPECT_EQ(ede[0].code, EdeCode::kProhibited);
+        EXPECT_THAT(ede[0].text, HasSubstr("budget"));
+        EXPECT_THAT(ede[0].text, HasSubstr("dns.budget.wildcard_names"));
+      }
+    } else {
+      ++answered;
+    }
+  }
+  EXPECT_EQ(answered, 256);
+  EXPECT_EQ(refused, 2000 - 256);
+  // Only the answered names ever left the host.
+  std::set<std::string> upstream_names;
+  for (const SeenQuery& q : (*up)->seen()) upstream_names.insert(q.name);
+  EXPECT_EQ(upstream_names.size(), 256u);
+  EXPECT_FALSE(upstream_names.contains("n256.tool.test"));
+
+  // A name asked before is free (another type too); the tool's own host
+  // is never counted; another sandbox has its own budget.
+  absl::StatusOr<UdpAnswer> again =
+      UdpExchange(filter.udp(), Query("n0.tool.test", kTypeAaaa, 1), kWait);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(MustParse(again->wire).rcode(),
+            static_cast<uint16_t>(Rcode::kRefused));
+  absl::StatusOr<UdpAnswer> tool =
+      UdpExchange(filter.udp(), Query("api.tool.test", kTypeA, 2), kWait);
+  ASSERT_TRUE(tool.ok()) << tool.status();
+  EXPECT_THAT(Addresses(MustParse(tool->wire)),
+              UnorderedElementsAre(Ip("10.7.7.7")));
+  absl::StatusOr<UdpAnswer> other =
+      UdpExchange(filter.udp2(), Query("n0.tool.test", kTypeA, 3), kWait);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_THAT(Addresses(MustParse(other->wire)),
+              UnorderedElementsAre(Ip("10.7.7.1")));
+
+  // Every refusal is an outcome that says which budget, for the record.
+  std::vector<QueryOutcome> out = filter.outcomes(2003);
+  int over = 0;
+  for (const QueryOutcome& o : out) {
+    if (o.verdict != Verdict::kOverBudget) continue;
+    ++over;
+    EXPECT_EQ(o.sandbox, Filter::kSandbox1);
+    EXPECT_EQ(o.rcode, static_cast<uint16_t>(Rcode::kRefused));
+    EXPECT_THAT(o.matched, ::testing::ElementsAre("*.tool.test"));
+    EXPECT_THAT(o.detail, HasSubstr("dns.budget.wildcard_names"));
+  }
+  EXPECT_EQ(over, 2000 - 256);
+}
+
+TEST(DnsFilterBudget, LongNamesAndTheirCharactersAreBudgetedAndTheWindowEnds) {
+  absl::StatusOr<std::unique_ptr<FakeUpstream>> up = FakeUpstream::Start({});
+  ASSERT_TRUE(up.ok()) << up.status();
+  Filter filter(To((*up)->address()));
+  ASSERT_TRUE(filter.status().ok()) << filter.status();
+  auto base = Policy({{"*.tool.test", {kHttps}, "tool:search"}});
+  auto rules = std::make_shared<SandboxDnsPolicy>(*base);
+  rules->budget.max_wildcard_name_length = 40;
+  rules->budget.wildcard_name_bytes = 100;
+  rules->budget.window_seconds = 1;
+  filter.server().SetPolicy(Filter::kSandbox1, rules);
+  auto ask = [&](const std::string& name) -> std::pair<uint16_t, std::string> {
+    absl::StatusOr<UdpAnswer> a =
+        UdpExchange(filter.udp(), Query(name, kTypeA, 9, 1232), kWait);
+    EXPECT_TRUE(a.ok()) << name << ": " << a.status();
+    if (!a.ok()) return {0xffff, ""};
+    const std::vector<Ede> ede = EdesOf(a->wire);
+    return {MustParse(a->wire).rcode(), ede.empty() ? "" : ede[0].text};
+  };
+  const uint16_t kRefusedCode = static_cast<uint16_t>(Rcode::kRefused);
+  // 41 characters: refused whatever the counts, and says so.
+  const std::string too_long = std::string(31, 'a') + ".tool.test";
+  ASSERT_EQ(too_long.size(), 41u);
+  auto [rc, text] = ask(too_long);
+  EXPECT_EQ(rc, kRefusedCode);
+  EXPECT_THAT(text, HasSubstr("dns.budget.max_wildcard_name_length"));
+  // 30-character names: three fit in 100 characters, the fourth does not.
+  auto name30 = [](char c) { return std::string(20, c) + ".tool.test"; };
+  for (char c : {'b', 'c', 'd'}) {
+    EXPECT_NE(ask(name30(c)).first, kRefusedCode) << c;
+  }
+  std::tie(rc, text) = ask(name30('e'));
+  EXPECT_EQ(rc, kRefusedCode);
+  EXPECT_THAT(text, HasSubstr("dns.budget.wildcard_name_bytes"));
+  // The window ends: new names are counted from nothing again.
+  absl::SleepFor(absl::Milliseconds(1100));
+  EXPECT_NE(ask(name30('e')).first, kRefusedCode);
+  // None of the refused names reached the upstream.
+  for (const SeenQuery& q : (*up)->seen()) {
+    EXPECT_NE(q.name, too_long);
+  }
+}
+
+TEST(DnsFilterBudget, AnAuditPhaseIsNotBudgeted) {
+  absl::StatusOr<std::unique_ptr<FakeUpstream>> up = FakeUpstream::Start({});
+  ASSERT_TRUE(up.ok()) << up.status();
+  Filter filter(To((*up)->address()));
+  ASSERT_TRUE(filter.status().ok()) << filter.status();
+  auto rules = std::make_shared<SandboxDnsPolicy>(
+      *Policy({{"*.tool.test", {kHttps}, "tool:search"}}));
+  rules->budget.wildcard_names = 2;
+  rules->audit_only = true;
+  filter.server().SetPolicy(Filter::kSandbox1, rules);
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<UdpAnswer> a = UdpExchange(
+        filter.udp(), Query(absl::StrCat("a", i, ".tool.test"), kTypeA, 9),
+        kWait);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_NE(MustParse(a->wire).rcode(),
+              static_cast<uint16_t>(Rcode::kRefused));
+  }
 }
 
 TEST(DnsFilterUpstream, Ipv6ListenerRepliesFromItsAddress) {

@@ -165,6 +165,20 @@ INSTANTIATE_TEST_SUITE_P(
                         dns { grace_seconds: 5 } })",
              {"dns.grace_seconds 5", "only with mode: FILTERED",
               "mode is SYSTEM"}},
+        Case{"a DNS budget where nothing is filtered",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { mode: SYSTEM budget { wildcard_names: 9 } } })",
+             {"dns.budget is given", "only with mode: FILTERED",
+              "mode is SYSTEM"}},
+        Case{"a DNS budget past its ceiling",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { budget { max_wildcard_name_length: 300 } } })",
+             {"dns.budget.max_wildcard_name_length 300", "above 253"}},
+        Case{"a DNS budget window past a day",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { mode: FILTERED
+                              budget { window_seconds: 86401 } } })",
+             {"dns.budget.window_seconds 86401", "above 86400"}},
         Case{"mode LISTED without resolvers",
              R"(phase { name: "a" network_access: MODEL_ONLY
                         dns { mode: LISTED } })",

@@ -329,6 +329,43 @@ TEST_F(RecorderTest, JsonParsesBackIntoTheSameRecord) {
   }
 }
 
+// Past the DNS budget the names are what the agent chose to send: 1,744 of
+// them make one entry per wildcard (and type), named by the wildcard, its
+// detail naming the first; the record stays small and exact.
+TEST_F(RecorderTest, NamesPastTheDnsBudgetFoldIntoOneEntryPerWildcard) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  RolloutRecorder& r = **rec;
+  ASSERT_TRUE(r.BeginPhase("agent").ok());
+  r.BindGeneration(7);
+  for (int i = 256; i < 2000; ++i) {
+    ASSERT_TRUE(r.AddDnsQuery(DnsQueryInfo{
+        .boot_ns = Ms(1),
+        .generation = 7,
+        .name = absl::StrCat("n", i, ".tool.test"),
+        .type = 1,
+        .verdict = "over_budget",
+        .rcode = 5,
+        .matched = "*.tool.test",
+        .detail = "256 distinct names (dns.budget.wildcard_names)"}));
+  }
+  auto outcome = r.Finalize({.kernel = SandboxCounters{}});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_FALSE(outcome->lossy) << absl::StrJoin(outcome->warnings, "\n");
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->dns_query_size(), 1);
+  const v1::DnsQuery& q = read->dns_query(0);
+  EXPECT_EQ(q.name(), "*.tool.test");
+  EXPECT_EQ(q.verdict(), "over_budget");
+  EXPECT_EQ(q.count(), 2000u - 256u);
+  EXPECT_TRUE(absl::StartsWith(q.detail(), "first: n256.tool.test: "))
+      << q.detail();
+  EXPECT_TRUE(absl::StrContains(q.detail(), "dns.budget.wildcard_names"));
+}
+
 TEST_F(RecorderTest, DnsQueriesLandInThePhaseWhoseGenerationJudgedThem) {
   FakeTime time;
   auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
@@ -524,6 +561,7 @@ TEST(PhasePolicy, DnsFilterRoundTripsAndBadGrantsAreRefused) {
   phase.dns_upstreams = {*HostPort::Parse("127.0.0.1:5353", 53),
                          *HostPort::Parse("[::1]:53", 53)};
   phase.dns_ttl = {1, 2, 3};
+  phase.dns_budget = {4, 5, 6, 7};
   v1::PhasePolicy p = ToPhasePolicy(phase);
   absl::StatusOr<CompiledPhase> back = FromPhasePolicy(p);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -531,6 +569,15 @@ TEST(PhasePolicy, DnsFilterRoundTripsAndBadGrantsAreRefused) {
   EXPECT_EQ(back->name_rules, phase.name_rules);
   EXPECT_EQ(back->dns_upstreams, phase.dns_upstreams);
   EXPECT_EQ(back->dns_ttl, phase.dns_ttl);
+  EXPECT_EQ(back->dns_budget, phase.dns_budget);
+  {
+    // A record of a build before budgets: the defaults.
+    v1::PhasePolicy old = p;
+    old.mutable_dns_filter()->clear_budget();
+    absl::StatusOr<CompiledPhase> older = FromPhasePolicy(old);
+    ASSERT_TRUE(older.ok()) << older.status();
+    EXPECT_EQ(older->dns_budget, DnsBudget{});
+  }
 
   phase.dns_filtered = false;
   EXPECT_FALSE(ToPhasePolicy(phase).has_dns_filter());

@@ -73,6 +73,17 @@ struct DnsTtl {
   friend bool operator==(const DnsTtl&, const DnsTtl&) = default;
 };
 
+// What names only a wildcard allows may carry out, per window (the policy's
+// dns.budget, defaults filled in).
+struct DnsBudget {
+  uint32_t wildcard_names = 256;
+  uint32_t window_seconds = 600;
+  uint32_t max_wildcard_name_length = 128;
+  uint32_t wildcard_name_bytes = 16384;
+
+  friend bool operator==(const DnsBudget&, const DnsBudget&) = default;
+};
+
 // A Unix socket name a phase lets its sandbox reach: a path ("/run/x.sock")
 // or an abstract name (abstract; `name` without the leading NUL).
 struct UnixName {
@@ -114,6 +125,7 @@ struct CompiledPhase {
   std::vector<NameRule> name_rules;
   std::vector<HostPort> dns_upstreams;
   DnsTtl dns_ttl;
+  DnsBudget dns_budget;
   // AF_UNIX connect/sendmsg judged (issue 21): only the sandbox's own
   // sockets and unix_names are reachable. Restricted phases only; false
   // with unix { mode: UNCHECKED }, which unix_unchecked says.

@@ -458,6 +458,16 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
       if (dns.min_ttl_seconds()) out.dns_ttl.min_seconds = dns.min_ttl_seconds();
       if (dns.max_ttl_seconds()) out.dns_ttl.max_seconds = dns.max_ttl_seconds();
       if (dns.grace_seconds()) out.dns_ttl.grace_seconds = dns.grace_seconds();
+      const v1::DnsBudget& budget = dns.budget();
+      DnsBudget& b = out.dns_budget;
+      if (budget.wildcard_names()) b.wildcard_names = budget.wildcard_names();
+      if (budget.window_seconds()) b.window_seconds = budget.window_seconds();
+      if (budget.max_wildcard_name_length()) {
+        b.max_wildcard_name_length = budget.max_wildcard_name_length();
+      }
+      if (budget.wildcard_name_bytes()) {
+        b.wildcard_name_bytes = budget.wildcard_name_bytes();
+      }
       if (out.dns_ttl.min_seconds > out.dns_ttl.max_seconds) {
         const std::string reason =
             absl::StrCat("is above max_ttl_seconds ", out.dns_ttl.max_seconds,

@@ -126,6 +126,12 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
                       "clamped to ",
                       phase.dns_ttl.min_seconds, "-", phase.dns_ttl.max_seconds,
                       " s, + ", phase.dns_ttl.grace_seconds, " s\n");
+      const DnsBudget& b = phase.dns_budget;
+      absl::StrAppend(&out, name, "  dns   budget: names only a wildcard "
+                      "allows: at most ", b.wildcard_names, " distinct, ",
+                      b.wildcard_name_bytes, " characters in all, per ",
+                      b.window_seconds, " s; each at most ",
+                      b.max_wildcard_name_length, " characters\n");
       size_t width = 0;
       for (const NameRule& r : phase.name_rules) {
         width = std::max(width, r.pattern.size());
@@ -210,6 +216,13 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
           "],\n        \"min_ttl_seconds\": ", phase.dns_ttl.min_seconds,
           ",\n        \"max_ttl_seconds\": ", phase.dns_ttl.max_seconds,
           ",\n        \"grace_seconds\": ", phase.dns_ttl.grace_seconds,
+          ",\n        \"budget\": {\"wildcard_names\": ",
+          phase.dns_budget.wildcard_names, ", \"window_seconds\": ",
+          phase.dns_budget.window_seconds,
+          ", \"max_wildcard_name_length\": ",
+          phase.dns_budget.max_wildcard_name_length,
+          ", \"wildcard_name_bytes\": ", phase.dns_budget.wildcard_name_bytes,
+          "}",
           ",\n        \"names\": ",
           names.empty()
               ? std::string("[]")

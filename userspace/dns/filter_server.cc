@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/memory/memory.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "dns/filter_server_internal.h"
@@ -17,6 +18,16 @@ std::string BlockText(const SandboxDnsPolicy& policy) {
   return absl::StrCat(
       "sandfence: blocked by the sandbox's network policy (phase \"",
       policy.phase, "\"): this name is not allowed");
+}
+
+// Whether only wildcard rules ("*.x") matched: the name's labels below the
+// suffix are the asker's to choose.
+bool OnlyWildcards(const NameMatch& match) {
+  if (match.patterns.empty()) return false;
+  for (const std::string& p : match.patterns) {
+    if (!absl::StartsWith(p, "*.")) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -41,6 +52,8 @@ const char* VerdictName(Verdict v) {
       return "rate_limited";
     case Verdict::kWouldBlock:
       return "would_block";
+    case Verdict::kOverBudget:
+      return "over_budget";
   }
   return "unknown";
 }
@@ -128,6 +141,55 @@ bool FilterServer::OverRate(std::optional<SandboxId> sandbox) {
   return false;
 }
 
+std::optional<std::string> FilterServer::OverBudget(SandboxId sandbox,
+                                                    const DnsBudget& budget,
+                                                    absl::string_view name) {
+  // Each reason leads with its field: the EDE text a client sees is cut
+  // at 200 characters.
+  if (name.size() > budget.max_wildcard_name_length) {
+    return absl::StrCat("dns.budget.max_wildcard_name_length: the name has ",
+                        name.size(), " characters, at most ",
+                        budget.max_wildcard_name_length,
+                        " under a wildcard");
+  }
+  const absl::Time now = loop_->now();
+  const absl::Duration window = absl::Seconds(budget.window_seconds);
+  // Windows that are over cost nothing: forgotten now and then, so that
+  // sandboxes that are gone leave nothing behind.
+  if (++budget_checks_ % 4096 == 0) {
+    absl::erase_if(budget_use_, [&](const auto& kv) {
+      return now - kv.second.window_start >= kv.second.window;
+    });
+  }
+  BudgetUse& use = budget_use_[sandbox];
+  if (use.names.empty() || now - use.window_start >= window) {
+    use.window_start = now;
+    use.names.clear();
+    use.bytes = 0;
+  }
+  use.window = window;
+  if (use.names.contains(name)) return std::nullopt;  // asked before: free
+  const int64_t left_s =
+      absl::ToInt64Seconds(use.window_start + window - now) + 1;
+  if (use.names.size() >= budget.wildcard_names) {
+    return absl::StrCat("dns.budget.wildcard_names: ", use.names.size(),
+                        " distinct names under wildcards per ",
+                        budget.window_seconds, " s; new ones again in ",
+                        left_s, " s");
+  }
+  if (use.bytes + name.size() > budget.wildcard_name_bytes) {
+    return absl::StrCat("dns.budget.wildcard_name_bytes: ", use.bytes, "+",
+                        name.size(), " characters of names under wildcards, "
+                        "at most ",
+                        budget.wildcard_name_bytes, " per ",
+                        budget.window_seconds, " s; new ones again in ",
+                        left_s, " s");
+  }
+  use.names.emplace(name);
+  use.bytes += name.size();
+  return std::nullopt;
+}
+
 void FilterServer::HandleQuery(const QueryOrigin& origin,
                                absl::string_view wire,
                                std::shared_ptr<Reply> reply) {
@@ -201,6 +263,23 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
     Send(*reply, BuildResponse(query, Rcode::kNxDomain,
                                Ede{EdeCode::kBlocked, BlockText(*policy)}));
     return;
+  }
+  // A name only a wildcard allows is the asker's to choose, so it can
+  // carry data out: it is counted against the sandbox's budget before
+  // anything leaves the host.
+  if (!would_block && !policy->audit_only && OnlyWildcards(match)) {
+    if (std::optional<std::string> why = OverBudget(
+            *out.sandbox, policy->budget, query.questions[0].name)) {
+      out.verdict = Verdict::kOverBudget;
+      out.detail = *std::move(why);
+      Send(*reply,
+           BuildResponse(query, Rcode::kRefused,
+                         Ede{EdeCode::kProhibited,
+                             absl::StrCat("sandfence: over the DNS budget "
+                                          "(phase \"",
+                                          policy->phase, "\"): ", out.detail)}));
+      return;
+    }
   }
   auto shared_query = std::make_shared<const Message>(*std::move(parsed));
   if (!forwarder_) {

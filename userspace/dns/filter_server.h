@@ -35,6 +35,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -52,6 +53,7 @@ namespace sandfence::dns {
 // The filter's key for a sandbox (the lead's choice: a cgroup id, ...).
 using SandboxId = uint64_t;
 using ListenerId = int;
+using ::sandfence::DnsBudget;
 
 enum class Transport : uint8_t { kUdp, kTcp };
 
@@ -71,8 +73,12 @@ struct SandboxDnsPolicy {
   uint64_t generation = 0;  // passed back to `learn`, opaque here
   // Audit only (enforce: AUDIT): a name the rules do not allow is
   // forwarded and answered like an allowed one, its addresses reported but
-  // not learned (opened), and its outcome is kWouldBlock.
+  // not learned (opened), and its outcome is kWouldBlock. The budget is not
+  // applied: an audit phase denies nothing.
   bool audit_only = false;
+  // What names only a wildcard allows may carry out: counted per sandbox
+  // across its phases, judged by the limits of the phase in force.
+  DnsBudget budget;
 };
 
 struct LearnedAddress {
@@ -104,6 +110,8 @@ enum class Verdict : uint8_t {
   kWouldBlock,      // audit only: a name the phase would block, answered
                     // by the upstream (or SERVFAIL when it failed); its
                     // addresses are not opened
+  kOverBudget,      // REFUSED: a name only a wildcard allows, past the
+                    // sandbox's DNS budget; never asked upstream
 };
 const char* VerdictName(Verdict v);
 
@@ -219,6 +227,22 @@ class FilterServer {
   };
   absl::flat_hash_map<SandboxId, Bucket> buckets_;
   uint64_t queries_ = 0;
+
+  // A sandbox's use of its DNS budget in the current window. Names are
+  // kept only while under budget, so a sandbox costs at most its budget.
+  struct BudgetUse {
+    absl::Time window_start;
+    absl::Duration window;
+    absl::flat_hash_set<std::string> names;
+    uint64_t bytes = 0;
+  };
+  absl::flat_hash_map<SandboxId, BudgetUse> budget_use_;
+  uint64_t budget_checks_ = 0;
+  // Why `name` (which only a wildcard allows) is past the sandbox's budget,
+  // or nullopt: within it, and now counted.
+  std::optional<std::string> OverBudget(SandboxId sandbox,
+                                        const DnsBudget& budget,
+                                        absl::string_view name);
 
   absl::Mutex mu_;
   absl::flat_hash_map<SandboxId, std::shared_ptr<const SandboxDnsPolicy>>

@@ -104,6 +104,33 @@ v1::Dns::Mode EffectiveDnsMode(const v1::Phase& phase) {
 
 namespace {
 
+// Each limit has a ceiling that still bounds what a rollout carries out
+// (and what the filter keeps per sandbox).
+absl::Status ValidateDnsBudget(const std::string& phase_label,
+                               const v1::DnsBudget& budget) {
+  struct Limit {
+    const char* field;
+    uint32_t value;
+    uint32_t ceiling;
+    const char* unit;
+  };
+  for (const Limit& l :
+       {Limit{"wildcard_names", budget.wildcard_names(), 100000, "names"},
+        Limit{"window_seconds", budget.window_seconds(), 86400,
+              "seconds (a day)"},
+        Limit{"max_wildcard_name_length", budget.max_wildcard_name_length(),
+              253, "characters (the longest DNS name)"},
+        Limit{"wildcard_name_bytes", budget.wildcard_name_bytes(), 16 << 20,
+              "bytes"}}) {
+    if (l.value > l.ceiling) {
+      return Malformed(absl::StrCat(phase_label, ": dns.budget.", l.field, " ",
+                                    l.value, " is above ", l.ceiling, " ",
+                                    l.unit));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateDns(const std::string& phase_label,
                          const v1::Phase& phase) {
   const v1::Dns& dns = phase.dns();
@@ -132,7 +159,18 @@ absl::Status ValidateDns(const std::string& phase_label,
                                       v1::Dns::Mode_Name(mode), ")"));
       }
     }
+    if (dns.has_budget()) {
+      return Malformed(absl::StrCat(
+          phase_label,
+          ": dns.budget is given, but it applies only with mode: FILTERED "
+          "(mode is ",
+          v1::Dns::Mode_Name(mode), ")"));
+    }
   } else {
+    if (absl::Status s = ValidateDnsBudget(phase_label, dns.budget());
+        !s.ok()) {
+      return s;
+    }
     constexpr uint32_t kDay = 86400;
     if (dns.max_ttl_seconds() > kDay || dns.grace_seconds() > kDay ||
         dns.min_ttl_seconds() > kDay) {

@@ -189,6 +189,12 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
     }
     phase.dns_ttl = {d.min_ttl_seconds(), d.max_ttl_seconds(),
                      d.grace_seconds()};
+    if (d.has_budget()) {
+      phase.dns_budget = {d.budget().wildcard_names(),
+                          d.budget().window_seconds(),
+                          d.budget().max_wildcard_name_length(),
+                          d.budget().wildcard_name_bytes()};
+    }
   }
   if (p.has_unix()) {
     phase.unix_checked = p.unix().checked();
@@ -248,6 +254,11 @@ v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase) {
     d->set_min_ttl_seconds(phase.dns_ttl.min_seconds);
     d->set_max_ttl_seconds(phase.dns_ttl.max_seconds);
     d->set_grace_seconds(phase.dns_ttl.grace_seconds);
+    v1::DnsBudget* b = d->mutable_budget();
+    b->set_wildcard_names(phase.dns_budget.wildcard_names);
+    b->set_window_seconds(phase.dns_budget.window_seconds);
+    b->set_max_wildcard_name_length(phase.dns_budget.max_wildcard_name_length);
+    b->set_wildcard_name_bytes(phase.dns_budget.wildcard_name_bytes);
   }
   if (phase.restricted() && (phase.unix_checked || phase.unix_unchecked)) {
     v1::UnixPolicy* u = p.mutable_unix();
@@ -498,6 +509,13 @@ bool RolloutRecorder::AddDnsQuery(const DnsQueryInfo& query) {
   q.addresses = query.addresses;
   q.matched = Printable(query.matched, 1024, false);
   q.detail = Printable(query.detail, 1024, false);
+  // Past the DNS budget every name is one the agent chose to send: one
+  // entry per wildcard counts them, and names the first (record.proto).
+  if (q.verdict == "over_budget" && !q.matched.empty()) {
+    q.detail = Printable(absl::StrCat("first: ", q.name, ": ", q.detail),
+                         1024, false);
+    q.name = q.matched;
+  }
 
   absl::MutexLock lock(&mu_);
   if (finalized_) return false;

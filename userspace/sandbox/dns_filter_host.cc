@@ -230,6 +230,7 @@ absl::Status DnsFilterHost::SetPhase(uint64_t cgroup_id,
   policy->ttl.min = absl::Seconds(phase.dns_ttl.min_seconds);
   policy->ttl.max = absl::Seconds(phase.dns_ttl.max_seconds);
   policy->ttl.grace = absl::Seconds(phase.dns_ttl.grace_seconds);
+  policy->budget = phase.dns_budget;
   policy->phase = phase.name;
   policy->generation = generation;
   policy->audit_only = phase.audit_only;
