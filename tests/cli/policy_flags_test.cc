@@ -114,6 +114,9 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"resolver by name",
                   {"p", "--resolver", "dns.local"},
                   "--resolver \"dns.local\""},
+        UsageCase{"answers may point at a name",
+                  {"p", "--dns-answers-may-point-at", "localhost"},
+                  "--dns-answers-may-point-at \"localhost\""},
         UsageCase{"allow without port",
                   {"p", "--allow", "10.0.0.1"},
                   "--allow \"10.0.0.1\": expected HOST:PORT"},
@@ -337,6 +340,37 @@ TEST(PolicyFlagsAgreeWithThePolicyLanguage, ToolsAnyPort) {
   absl::Status s = FinishPolicyFlags(r->positionals, &flags);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("--tools-any-port"));
+}
+
+// --dns-answers-may-point-at is dns.answers_may_point_at, for the phases
+// whose DNS is filtered (an inherit phase has no filter to tell).
+TEST(PolicyFlagsAgreeWithThePolicyLanguage, DnsAnswersMayPointAt) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, std::vector<HostPort>{});
+  for (const char* access : {"model_only", "inherit"}) {
+    PolicyFlags flags;
+    FlagParser parser;
+    RegisterPolicyFlags(&parser, &flags);
+    absl::StatusOr<FlagParser::Result> r = parser.Parse(
+        {"--network-access", access, "--model", "http://127.0.0.2:8000/v1",
+         "--dns-answers-may-point-at", "127.0.0.0/8",
+         "--dns-answers-may-point-at=::1"});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(FinishPolicyFlags(r->positionals, &flags).ok());
+    absl::StatusOr<v1::PolicySet> p = LoadPolicyFromFlags(flags);
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<CompiledPolicy> compiled =
+        compiler.Compile(*p, flags.endpoints, {});
+    ASSERT_TRUE(compiled.ok()) << access << ": " << compiled.status();
+    if (std::string(access) == "inherit") {
+      EXPECT_THAT(compiled->phases[0].dns_answers_may_point_at,
+                  ::testing::IsEmpty());
+      continue;
+    }
+    EXPECT_THAT(compiled->phases[0].dns_answers_may_point_at,
+                ElementsAre(*IpPrefix::Parse("127.0.0.0/8"),
+                            *IpPrefix::Parse("::1")));
+  }
 }
 
 TEST(FinishPolicyFlags, InlinePolicyFromTheMode) {

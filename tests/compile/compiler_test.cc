@@ -928,7 +928,9 @@ TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
                              min_ttl_seconds: 1 max_ttl_seconds: 2
                              grace_seconds: 3
                              budget { wildcard_names: 9
-                                      max_wildcard_name_length: 40 } } })"),
+                                      max_wildcard_name_length: 40 }
+                             answers_may_point_at: "127.0.0.0/8"
+                             answers_may_point_at: "::1" } })"),
                        RolloutEndpoints{}, kHostNetns);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->phases[0].dns_upstreams,
@@ -936,6 +938,13 @@ TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
   EXPECT_EQ(out->phases[0].dns_ttl, (DnsTtl{1, 2, 3}));
   // Given fields are kept, the others take their defaults.
   EXPECT_EQ(out->phases[0].dns_budget, (DnsBudget{9, 600, 40, 16384}));
+  EXPECT_THAT(out->phases[0].dns_answers_may_point_at,
+              ElementsAre(*IpPrefix::Parse("127.0.0.0/8"),
+                          *IpPrefix::Parse("::1")));
+  EXPECT_THAT(FormatCompiledPolicyText(*out),
+              HasSubstr("dns   answers may point at: 127.0.0.0/8, ::1\n"));
+  EXPECT_THAT(FormatCompiledPolicyJson(*out),
+              HasSubstr("\"answers_may_point_at\": [\"127.0.0.0/8\", \"::1\"]"));
   EXPECT_THAT(FormatCompiledPolicyJson(*out),
               HasSubstr("\"budget\": {\"wildcard_names\": 9, "
                         "\"window_seconds\": 600, "

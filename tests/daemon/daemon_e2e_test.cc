@@ -785,8 +785,12 @@ TEST_F(DaemonTest, GuardModeIsFixedByTheInitialPhase) {
     v1::StartRolloutRequest lsm = Request("guard-lsm");
     lsm.set_policy_text(R"pb(
       name: "lsm"
-      phase { name: "p" network_access: MODEL_ONLY dns { mode: NONE }
-              guard { mode: LSM } }
+      phase {
+        name: "p"
+        network_access: MODEL_ONLY
+        dns { mode: NONE }
+        guard { mode: LSM }
+      }
     )pb");
     v1::StartRolloutResponse resp;
     grpc::Status s = Start(lsm, &resp);
@@ -804,9 +808,17 @@ TEST_F(DaemonTest, GuardModeIsFixedByTheInitialPhase) {
   v1::StartRolloutRequest mixed = Request("guard-mixed");
   mixed.set_policy_text(R"pb(
     name: "mixed"
-    phase { name: "agent" network_access: MODEL_ONLY dns { mode: NONE } }
-    phase { name: "verify" network_access: MODEL_ONLY dns { mode: NONE }
-            guard { mode: OFF } }
+    phase {
+      name: "agent"
+      network_access: MODEL_ONLY
+      dns { mode: NONE }
+    }
+    phase {
+      name: "verify"
+      network_access: MODEL_ONLY
+      dns { mode: NONE }
+      guard { mode: OFF }
+    }
   )pb");
   v1::StartRolloutResponse started;
   grpc::Status s = Start(mixed, &started);
@@ -1027,10 +1039,10 @@ TEST_F(DaemonMetricsTest, PrometheusEndpointCountsRolloutsAndDecisions) {
   EXPECT_THAT(m, HasSubstr("\nsandfence_events_lost_total 0\n"));
   EXPECT_THAT(m, HasSubstr("\nsandfence_build_info{version=\""));
   // The call pool's: the daemon's own, by the capacity it was built with.
-  EXPECT_THAT(m, HasSubstr(absl::StrCat("\nsandfence_calls_capacity ",
-                                        CallPool::kDefaultWorkers +
-                                            CallPool::kDefaultQueue,
-                                        "\n")));
+  EXPECT_THAT(m,
+              HasSubstr(absl::StrCat(
+                  "\nsandfence_calls_capacity ",
+                  CallPool::kDefaultWorkers + CallPool::kDefaultQueue, "\n")));
   EXPECT_THAT(m, HasSubstr("\nsandfence_calls_refused_busy_total 0\n"));
   // Labelled by rollout only with --metrics-per-rollout (issue 38).
   EXPECT_THAT(m, ::testing::Not(HasSubstr("rollout=")));
@@ -1111,7 +1123,8 @@ class DaemonDnsMetricsTest : public DaemonMetricsTest {
                      "phase { name: \"agent\" network_access: MODEL_ONLY\n"
                      "  allow { host: \"*.metrics.test\" port: 443 }\n"
                      "  dns { mode: FILTERED resolver: \"",
-                     dns_->address().ToString(), "\" } }\n"));
+                     dns_->address().ToString(),
+                     "\" answers_may_point_at: \"127.0.0.0/8\" } }\n"));
     return req;
   }
 
@@ -1276,9 +1289,9 @@ TEST_F(DaemonSlowWatcherTest, IsToldHowManyEventsItMissed) {
     ASSERT_TRUE(cg.ok()) << cg.status();
     SpawnOptions spawn;
     spawn.cgroup_fd = cg->fd();
-    spawn.argv = {NetProbe(),    "--repeat",  absl::StrCat(kFlood),
-                  "--want",      "1",         "tcp-connect",
-                  "127.0.0.4",   absl::StrCat(forbidden_.port)};
+    spawn.argv = {
+        NetProbe(),    "--repeat",  absl::StrCat(kFlood),         "--want", "1",
+        "tcp-connect", "127.0.0.4", absl::StrCat(forbidden_.port)};
     absl::StatusOr<pid_t> child = SpawnInCgroup(spawn);
     ASSERT_TRUE(child.ok()) << child.status();
     absl::StatusOr<int> status = WaitForExit(*child);
@@ -1319,9 +1332,9 @@ class DaemonNotifyTest : public DaemonTest {
     addr.sun_family = AF_UNIX;
     std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s",
                   notify_path_.c_str());
-    ASSERT_EQ(bind(notify_.get(), reinterpret_cast<sockaddr*>(&addr),
-                   sizeof(addr)),
-              0);
+    ASSERT_EQ(
+        bind(notify_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+        0);
     timeval tv{.tv_sec = 30, .tv_usec = 0};
     setsockopt(notify_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setenv("NOTIFY_SOCKET", notify_path_.c_str(), 1);

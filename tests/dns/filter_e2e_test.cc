@@ -49,7 +49,7 @@ class DnsmasqFilterTest : public ::testing::Test {
     SANDFENCE_REQUIRE_DNSMASQ();
     absl::StatusOr<std::unique_ptr<TestDnsServer>> dns =
         TestDnsServer::Start({{"model.test", {"10.1.2.3"}},
-                              {"a.b.tool.test", {"10.7.7.7", "fd00::7"}},
+                              {"a.b.tool.test", {"198.51.100.7", "2001:db8::7"}},
                               {"tool.test", {"10.7.7.1"}},
                               {"secret.attacker.test", {"10.6.6.6"}}});
     ASSERT_TRUE(dns.ok()) << dns.status();
@@ -201,7 +201,7 @@ TEST_F(DnsmasqFilterTest, WildcardNamesAndOtherTypesAreForwarded) {
       UdpExchange(filter_->udp(), Query("A.B.Tool.Test", kTypeAaaa), kWait);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_THAT(Addresses(MustParse(a->wire)),
-              UnorderedElementsAre(Ip("fd00::7")))
+              UnorderedElementsAre(Ip("2001:db8::7")))
       << dns_->log();
   // NODATA: NOERROR without addresses, and nothing to learn.
   absl::StatusOr<UdpAnswer> nodata =
@@ -218,7 +218,7 @@ TEST_F(DnsmasqFilterTest, WildcardNamesAndOtherTypesAreForwarded) {
   std::vector<LearnRequest> learned = filter_->learned();
   ASSERT_EQ(learned.size(), 1u);
   EXPECT_THAT(learned[0].grants, UnorderedElementsAre(kHttps));
-  EXPECT_EQ(learned[0].addresses[0].addr, Ip("fd00::7"));
+  EXPECT_EQ(learned[0].addresses[0].addr, Ip("2001:db8::7"));
 }
 
 TEST_F(DnsmasqFilterTest, ALearnFailureIsServfailAndReleasesNoAddress) {
@@ -319,7 +319,7 @@ TEST_F(DnsmasqFilterTest, DnsOverTcpPipelined) {
   }
   EXPECT_THAT(Addresses(by_id[1]), UnorderedElementsAre(Ip("10.1.2.3")));
   EXPECT_EQ(by_id[2].rcode(), static_cast<uint16_t>(Rcode::kNxDomain));
-  EXPECT_THAT(Addresses(by_id[3]), UnorderedElementsAre(Ip("10.7.7.7")));
+  EXPECT_THAT(Addresses(by_id[3]), UnorderedElementsAre(Ip("198.51.100.7")));
   std::vector<QueryOutcome> out = filter_->outcomes(3);
   ASSERT_EQ(out.size(), 3u);
   for (const QueryOutcome& o : out) {

@@ -322,7 +322,7 @@ std::vector<Ede> EdesOf(const std::string& wire) {
 TEST(DnsFilterBudget, TwoThousandNamesUnderAWildcardGetTheBudgetAndNoMore) {
   absl::StatusOr<std::unique_ptr<FakeUpstream>> up = FakeUpstream::Start(
       {{"api.tool.test", Answers({"10.7.7.7"})},
-       {"n0.tool.test", Answers({"10.7.7.1"})}});
+       {"n0.tool.test", Answers({"192.0.2.1"})}});
   ASSERT_TRUE(up.ok()) << up.status();
   Filter filter(To((*up)->address()));
   ASSERT_TRUE(filter.status().ok()) << filter.status();
@@ -379,7 +379,7 @@ TEST(DnsFilterBudget, TwoThousandNamesUnderAWildcardGetTheBudgetAndNoMore) {
       UdpExchange(filter.udp2(), Query("n0.tool.test", kTypeA, 3), kWait);
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_THAT(Addresses(MustParse(other->wire)),
-              UnorderedElementsAre(Ip("10.7.7.1")));
+              UnorderedElementsAre(Ip("192.0.2.1")));
 
   // Every refusal is an outcome that says which budget, for the record.
   std::vector<QueryOutcome> out = filter.outcomes(2003);

@@ -179,6 +179,20 @@ INSTANTIATE_TEST_SUITE_P(
                         dns { mode: FILTERED
                               budget { window_seconds: 86401 } } })",
              {"dns.budget.window_seconds 86401", "above 86400"}},
+        Case{"answers_may_point_at where nothing is filtered",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { mode: SYSTEM
+                              answers_may_point_at: "127.0.0.0/8" } })",
+             {"dns.answers_may_point_at \"127.0.0.0/8\" is given",
+              "only with mode: FILTERED", "mode is SYSTEM"}},
+        Case{"answers_may_point_at that is no prefix",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { answers_may_point_at: "127.0.0.1/8" } })",
+             {"dns.answers_may_point_at \"127.0.0.1/8\""}},
+        Case{"answers_may_point_at a name",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { answers_may_point_at: "localhost" } })",
+             {"dns.answers_may_point_at \"localhost\""}},
         Case{"mode LISTED without resolvers",
              R"(phase { name: "a" network_access: MODEL_ONLY
                         dns { mode: LISTED } })",

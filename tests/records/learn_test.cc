@@ -431,6 +431,38 @@ TEST(SuggestTest, HostileStringsInARecordStayInsideComments) {
   }
 }
 
+// Answers that pointed at the host: those the recorded phase opened (by
+// its dns.answers_may_point_at) stay opened, one address at a time; one
+// refused as rebinding is named, not granted.
+TEST(SuggestTest, AnswersPointingAtTheHostKeepTheirGrantOrAreNamed) {
+  RecordInput in;
+  in.path = "rebind.sfrec";
+  v1::RolloutRecord& r = in.record;
+  r.add_timeline()->set_name("agent");
+  auto query = [&](const char* name, const char* verdict, const char* addr) {
+    v1::DnsQuery* q = r.add_dns_query();
+    q->set_phase("agent");
+    q->set_name(name);
+    q->set_type_name("A");
+    q->set_verdict(verdict);
+    q->set_count(1);
+    q->add_address(addr);
+  };
+  query("a.tool.test", "allowed", "127.0.0.3");
+  query("b.tool.test", "allowed", "192.0.2.4");
+  query("evil.tool.test", "rebinding", "169.254.169.254");
+  absl::StatusOr<std::string> text = SuggestPolicy({in}, {});
+  ASSERT_TRUE(text.ok()) << text.status();
+  absl::StatusOr<v1::PolicySet> policy = ParsePolicySetText(*text, "rebind");
+  ASSERT_TRUE(policy.ok()) << policy.status() << "\n" << *text;
+  ASSERT_EQ(policy->phase_size(), 1) << *text;
+  EXPECT_THAT(policy->phase(0).dns().answers_may_point_at(),
+              ::testing::ElementsAre("127.0.0.3"))
+      << *text;
+  EXPECT_THAT(*text, HasSubstr("evil.tool.test's answer pointed at "
+                               "169.254.169.254, link-local"));
+}
+
 TEST(SuggestCommandTest, ALossyRecordIsNamedInAWarning) {
   auto dir = ScopedTempDir::Create();
   ASSERT_TRUE(dir.ok());

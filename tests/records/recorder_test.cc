@@ -562,6 +562,8 @@ TEST(PhasePolicy, DnsFilterRoundTripsAndBadGrantsAreRefused) {
                          *HostPort::Parse("[::1]:53", 53)};
   phase.dns_ttl = {1, 2, 3};
   phase.dns_budget = {4, 5, 6, 7};
+  phase.dns_answers_may_point_at = {*IpPrefix::Parse("127.0.0.0/8"),
+                                    *IpPrefix::Parse("fe80::/10")};
   v1::PhasePolicy p = ToPhasePolicy(phase);
   absl::StatusOr<CompiledPhase> back = FromPhasePolicy(p);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -570,6 +572,7 @@ TEST(PhasePolicy, DnsFilterRoundTripsAndBadGrantsAreRefused) {
   EXPECT_EQ(back->dns_upstreams, phase.dns_upstreams);
   EXPECT_EQ(back->dns_ttl, phase.dns_ttl);
   EXPECT_EQ(back->dns_budget, phase.dns_budget);
+  EXPECT_EQ(back->dns_answers_may_point_at, phase.dns_answers_may_point_at);
   {
     // A record of a build before budgets: the defaults.
     v1::PhasePolicy old = p;

@@ -55,7 +55,8 @@ class RunDnsTest : public ::testing::Test {
         TestDnsServer::Start({{"api.model.test", {"127.0.0.2"}},
                               {"a.b.tool.test", {"127.0.0.5"}},
                               {"tool.test", {"127.0.0.6"}},
-                              {"secret.attacker.test", {"127.0.0.7"}}});
+                              {"secret.attacker.test", {"127.0.0.7"}},
+                              {"rebind.tool.test", {"127.0.0.1"}}});
     ASSERT_TRUE(dns.ok()) << dns.status();
     dns_ = *std::move(dns);
     absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
@@ -64,9 +65,11 @@ class RunDnsTest : public ::testing::Test {
     policy_ = WritePolicy("dns.policy", "");
   }
 
-  // The test policy, with `dns_extra` in its dns block.
-  std::string WritePolicy(const std::string& name,
-                          const std::string& dns_extra) {
+  // The test policy, with `dns_extra` in its dns block. Its names answer
+  // with loopback addresses (where the test's servers are), which the
+  // filter opens only because the policy grants them (DNS rebinding).
+  std::string WritePolicy(const std::string& name, const std::string& dns_extra,
+                          bool grant_loopback = true) {
     const std::string path = dir_->Path(name);
     std::ofstream(path) << absl::StrCat(
         "name: \"dns\"\n"
@@ -78,7 +81,9 @@ class RunDnsTest : public ::testing::Test {
         tool_.port,
         " }\n"
         "  dns { mode: FILTERED resolver: \"",
-        dns_->address().ToString(), "\" ", dns_extra, " } }\n");
+        dns_->address().ToString(), "\" ",
+        grant_loopback ? "answers_may_point_at: \"127.0.0.0/8\" " : "",
+        dns_extra, " } }\n");
     return path;
   }
 
@@ -144,7 +149,8 @@ TEST_F(RunDnsTest, AWildcardToolGrantOpensItsPortForAnsweredNames) {
         model_.port,
         "/v1\"\n"
         "  dns { mode: FILTERED resolver: \"",
-        dns_->address().ToString(), "\" } }\n");
+        dns_->address().ToString(),
+        "\" answers_may_point_at: \"127.0.0.0/8\" } }\n");
   }
   const std::string script = absl::StrCat(
       "if ", Connect("127.0.0.5", tool_.port), "; then echo early-open; fi; ",
@@ -222,6 +228,49 @@ TEST_F(RunDnsTest, TheRecordListsEachNameWithItsVerdict) {
   EXPECT_TRUE(absl::StrContains(show.out, "127.0.0.5")) << show.out;
 }
 
+// DNS rebinding, as the agent would try it: a name its phase grants (under
+// the tool's wildcard) whose servers answer 127.0.0.1, where a host
+// service listens on the granted port. Without a grant of loopback the
+// answer is refused and 127.0.0.1 stays closed; granting it opens it (the
+// same script, so the first result is not an accident of the setup).
+TEST_F(RunDnsTest, RebindingToLoopbackThroughAGrantedNameDoesNotOpenIt) {
+  Listener host_service = Listen("127.0.0.1");
+  auto policy = [&](const std::string& name, const std::string& grant) {
+    const std::string path = dir_->Path(name);
+    std::ofstream(path) << absl::StrCat(
+        "name: \"rebind\"\n"
+        "phase { name: \"agent\" network_access: MODEL_AND_TOOLS\n"
+        "  model: \"http://192.0.2.1:9/v1\"\n"
+        "  allow { host: \"*.tool.test\" port: ",
+        host_service.port,
+        " }\n"
+        "  dns { mode: FILTERED resolver: \"",
+        dns_->address().ToString(), "\" ", grant, " } }\n");
+    return path;
+  };
+  const std::string script = absl::StrCat(
+      Query("rebind.tool.test"), "; ", Connect("127.0.0.1", host_service.port),
+      " 2>/dev/null && echo loopback-open || echo loopback-closed");
+  Result refused = Run(script, policy("nogrant.policy", ""));
+  ASSERT_EQ(refused.status, 0) << refused.out << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.out, "rcode 5")) << refused.out;
+  EXPECT_FALSE(absl::StrContains(refused.out, "addr 127.0.0.1")) << refused.out;
+  EXPECT_TRUE(absl::StrContains(refused.out, "loopback-closed"))
+      << refused.out << refused.err;
+  Result show = Sandfence({"records", "show", "--json", Record()});
+  ASSERT_EQ(show.status, 0) << show.err;
+  EXPECT_TRUE(absl::StrContains(show.out, "\"rebinding\"")) << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "dns.answers_may_point_at"))
+      << show.out;
+
+  Result granted = Run(
+      script, policy("grant.policy", "answers_may_point_at: \"127.0.0.1\""));
+  ASSERT_EQ(granted.status, 0) << granted.out << granted.err;
+  EXPECT_TRUE(absl::StrContains(granted.out, "addr 127.0.0.1")) << granted.out;
+  EXPECT_TRUE(absl::StrContains(granted.out, "loopback-open"))
+      << granted.out << granted.err;
+}
+
 TEST_F(RunDnsTest, ASandboxWithItsOwnNetworkNamespaceIsServedThere) {
   // No loopback endpoint in the policy: the host's loopback is not the
   // sandbox's. The model is a documentation address (RFC 5737) nothing
@@ -237,7 +286,8 @@ TEST_F(RunDnsTest, ASandboxWithItsOwnNetworkNamespaceIsServedThere) {
       tool_.port,
       " }\n"
       "  dns { mode: FILTERED resolver: \"",
-      dns_->address().ToString(), "\" } }\n");
+      dns_->address().ToString(),
+      "\" answers_may_point_at: \"127.0.0.0/8\" } }\n");
   char host_ns[64] = {};
   ASSERT_GT(readlink("/proc/self/ns/net", host_ns, sizeof(host_ns) - 1), 0);
   const std::string script = absl::StrCat(

@@ -92,7 +92,8 @@ TEST_F(RunLearnTest, ARecordedRunLearnsAPolicyThatDeniesNothingOfIt) {
                    "  allow { host: \"*.test\" port_range { first: 1 last: "
                    "65535 } }\n"
                    "  dns { mode: FILTERED resolver: \"",
-                   dns_->address().ToString(), "\" } }\n"));
+                   dns_->address().ToString(),
+                   "\" answers_may_point_at: \"127.0.0.0/8\" } }\n"));
   const std::string record = dir_->Path("run.sfrec");
   const std::string script = absl::StrCat(
       Query("a.test"), " && ", Query("b.test"), " && ", Query("c.test"), " && ",
@@ -109,7 +110,7 @@ TEST_F(RunLearnTest, ARecordedRunLearnsAPolicyThatDeniesNothingOfIt) {
 
   // The replay against the policy the run was made under gives back the
   // kernel's verdicts, as many denials as the record holds: the address
-  // tried by itself, and where HOME is unset (as in CI) nscd's socket,
+  // tried by itself, and where SHELL is unset (as in CI) nscd's socket,
   // which the C library tries on its own for getpwuid and the policy
   // lists no name for.
   absl::StatusOr<v1::RolloutRecord> recorded = ReadRecordFile(record);
@@ -147,6 +148,14 @@ TEST_F(RunLearnTest, ARecordedRunLearnsAPolicyThatDeniesNothingOfIt) {
   EXPECT_TRUE(absl::StrContains(
       suggest.out, absl::StrCat("allow { host: \"127.0.0.9\" port: ", a_.port)))
       << suggest.out;
+  // The answers pointed at loopback, which the run's policy granted: the
+  // suggestion keeps each address it saw opened, and no wider range.
+  for (const char* addr : {"127.0.0.3", "127.0.0.4", "127.0.0.5"}) {
+    EXPECT_TRUE(absl::StrContains(
+        suggest.out, absl::StrCat("answers_may_point_at: \"", addr, "\"")))
+        << suggest.out;
+  }
+  EXPECT_FALSE(absl::StrContains(suggest.out, "127.0.0.0/8")) << suggest.out;
   const std::string suggested = Write("suggested.textproto", suggest.out);
 
   Result all = Sandfence({"check", suggested, "--resolver",

@@ -323,6 +323,19 @@ void RegisterPolicyFlags(FlagParser* parser, PolicyFlags* flags) {
         return absl::OkStatus();
       },
       /*repeatable=*/true);
+  parser->AddValueFlag(
+      "dns-answers-may-point-at", "PREFIX",
+      "a protected range (loopback, link-local, multicast, the host's own "
+      "addresses) that allowed names' answers may open in filtered phases, "
+      "e.g. 127.0.0.0/8 (dns.answers_may_point_at), repeatable",
+      [flags](absl::string_view v) -> absl::Status {
+        if (absl::StatusOr<IpPrefix> p = IpPrefix::Parse(v); !p.ok()) {
+          return p.status();
+        }
+        flags->endpoints.dns_answers_may_point_at.push_back(std::string(v));
+        return absl::OkStatus();
+      },
+      /*repeatable=*/true);
   parser->AddBoolFlag("own-netns",
                       "the sandbox has its own network namespace (host "
                       "loopback is unreachable)",
@@ -363,8 +376,9 @@ absl::Status FinishPolicyFlags(const std::vector<std::string>& positionals,
   }
   if (flags->tools_any_port) {
     if (flags->endpoints.tools.empty()) {
-      return Usage("--tools-any-port is given, but no --tool or "
-                   "--required-tool");
+      return Usage(
+          "--tools-any-port is given, but no --tool or "
+          "--required-tool");
     }
     for (v1::ToolGrant& tool : flags->endpoints.tools) tool.set_any_port(true);
   }

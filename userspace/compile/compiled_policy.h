@@ -126,6 +126,8 @@ struct CompiledPhase {
   std::vector<HostPort> dns_upstreams;
   DnsTtl dns_ttl;
   DnsBudget dns_budget;
+  // The protected ranges (dns/rebinding.h) a FILTERED answer may open.
+  std::vector<IpPrefix> dns_answers_may_point_at;
   // AF_UNIX connect/sendmsg judged (issue 21): only the sandbox's own
   // sockets and unix_names are reachable. Restricted phases only; false
   // with unix { mode: UNCHECKED }, which unix_unchecked says.

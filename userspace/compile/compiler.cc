@@ -468,6 +468,11 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
       if (budget.wildcard_name_bytes()) {
         b.wildcard_name_bytes = budget.wildcard_name_bytes();
       }
+      for (const std::string& text : dns.answers_may_point_at()) {
+        absl::StatusOr<IpPrefix> p = IpPrefix::Parse(text);
+        if (!p.ok()) return p.status();  // ValidatePolicySet checked it
+        out.dns_answers_may_point_at.push_back(*p);
+      }
       if (out.dns_ttl.min_seconds > out.dns_ttl.max_seconds) {
         const std::string reason =
             absl::StrCat("is above max_ttl_seconds ", out.dns_ttl.max_seconds,

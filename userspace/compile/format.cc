@@ -127,11 +127,25 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
                       phase.dns_ttl.min_seconds, "-", phase.dns_ttl.max_seconds,
                       " s, + ", phase.dns_ttl.grace_seconds, " s\n");
       const DnsBudget& b = phase.dns_budget;
-      absl::StrAppend(&out, name, "  dns   budget: names only a wildcard "
-                      "allows: at most ", b.wildcard_names, " distinct, ",
-                      b.wildcard_name_bytes, " characters in all, per ",
-                      b.window_seconds, " s; each at most ",
-                      b.max_wildcard_name_length, " characters\n");
+      absl::StrAppend(&out, name,
+                      "  dns   budget: names only a wildcard "
+                      "allows: at most ",
+                      b.wildcard_names, " distinct, ", b.wildcard_name_bytes,
+                      " characters in all, per ", b.window_seconds,
+                      " s; each at most ", b.max_wildcard_name_length,
+                      " characters\n");
+      absl::StrAppend(
+          &out, name, "  dns   answers may point at: ",
+          phase.dns_answers_may_point_at.empty()
+              ? std::string("none of the protected ranges (loopback, "
+                            "link-local, multicast, the host's own "
+                            "addresses; private ones too for a name only a "
+                            "wildcard allows)")
+              : absl::StrJoin(phase.dns_answers_may_point_at, ", ",
+                              [](std::string* o, const IpPrefix& p) {
+                                o->append(p.ToString());
+                              }),
+          "\n");
       size_t width = 0;
       for (const NameRule& r : phase.name_rules) {
         width = std::max(width, r.pattern.size());
@@ -217,13 +231,17 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
           ",\n        \"max_ttl_seconds\": ", phase.dns_ttl.max_seconds,
           ",\n        \"grace_seconds\": ", phase.dns_ttl.grace_seconds,
           ",\n        \"budget\": {\"wildcard_names\": ",
-          phase.dns_budget.wildcard_names, ", \"window_seconds\": ",
-          phase.dns_budget.window_seconds,
+          phase.dns_budget.wildcard_names,
+          ", \"window_seconds\": ", phase.dns_budget.window_seconds,
           ", \"max_wildcard_name_length\": ",
           phase.dns_budget.max_wildcard_name_length,
           ", \"wildcard_name_bytes\": ", phase.dns_budget.wildcard_name_bytes,
-          "}",
-          ",\n        \"names\": ",
+          "}", ",\n        \"answers_may_point_at\": [",
+          absl::StrJoin(phase.dns_answers_may_point_at, ", ",
+                        [](std::string* o, const IpPrefix& p) {
+                          absl::StrAppend(o, "\"", p.ToString(), "\"");
+                        }),
+          "]", ",\n        \"names\": ",
           names.empty()
               ? std::string("[]")
               : absl::StrCat("[\n", absl::StrJoin(names, ",\n"), "\n        ]"),
@@ -235,10 +253,10 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
       for (const UnixName& n : phase.unix_names) {
         names.push_back(JsonQuote(n.ToString()));
       }
-      unix_sockets = absl::StrCat(
-          "      \"unix\": {\"checked\": ",
-          phase.unix_checked ? "true" : "false", ", \"allow\": [",
-          absl::StrJoin(names, ", "), "]},\n");
+      unix_sockets =
+          absl::StrCat("      \"unix\": {\"checked\": ",
+                       phase.unix_checked ? "true" : "false", ", \"allow\": [",
+                       absl::StrJoin(names, ", "), "]},\n");
     }
     phases.push_back(absl::StrCat(
         "    {\n"

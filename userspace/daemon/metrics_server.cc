@@ -58,7 +58,7 @@ void AppendDnsQueries(absl::string_view rollout, const DnsQueryStats& q,
         dns::Verdict::kMalformed, dns::Verdict::kNotServed,
         dns::Verdict::kUpstreamFailed, dns::Verdict::kLearnFailed,
         dns::Verdict::kRateLimited, dns::Verdict::kWouldBlock,
-        dns::Verdict::kOverBudget}) {
+        dns::Verdict::kOverBudget, dns::Verdict::kRebinding}) {
     counts.try_emplace(dns::VerdictName(v), 0);
   }
   for (const auto& [verdict, n] : counts) {
@@ -100,7 +100,8 @@ void RenderDnsMetrics(const ManagerMetrics& m, bool per_rollout,
       &out,
       "# HELP sandfence_dns_queries_total DNS queries the rollouts' filters "
       "decided, by verdict (malformed: answered FORMERR; upstream_failed and "
-      "learn_failed: SERVFAIL; rate_limited: dropped; over_budget: REFUSED).\n"
+      "learn_failed: SERVFAIL; rate_limited: dropped; over_budget and "
+      "rebinding: REFUSED).\n"
       "# TYPE sandfence_dns_queries_total counter\n");
   if (per_rollout) {
     for (const ManagerMetrics::RolloutDns& d : m.dns) {

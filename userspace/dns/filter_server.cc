@@ -48,6 +48,8 @@ const char* VerdictName(Verdict v) {
       return "upstream_failed";
     case Verdict::kLearnFailed:
       return "learn_failed";
+    case Verdict::kRebinding:
+      return "rebinding";
     case Verdict::kRateLimited:
       return "rate_limited";
     case Verdict::kWouldBlock:
@@ -141,6 +143,39 @@ bool FilterServer::OverRate(std::optional<SandboxId> sandbox) {
   return false;
 }
 
+absl::StatusOr<std::string> FilterServer::Rebinding(
+    const SandboxDnsPolicy& policy, const NameMatch& match,
+    const ChainAddresses& chain) {
+  const Protect protect =
+      OnlyWildcards(match) ? Protect::kHostAndPrivate : Protect::kHost;
+  absl::StatusOr<absl::Span<const IpAddress>> host =
+      host_addresses_.Get(absl::Now());
+  if (!host.ok()) return host.status();
+  std::string first;
+  size_t count = 0;
+  for (const AnswerAddress& a : chain.addresses) {
+    std::optional<std::string> range = ProtectedRange(a.addr, *host, protect);
+    if (!range) continue;
+    const IpAddress addr = a.addr.Unmapped();
+    if (std::any_of(policy.answers_may_point_at.begin(),
+                    policy.answers_may_point_at.end(),
+                    [&](const IpPrefix& p) { return p.Contains(addr); })) {
+      continue;
+    }
+    if (count++ == 0) first = absl::StrCat(addr.ToString(), ", ", *range);
+  }
+  if (count == 0) return std::string();
+  // The field first: the EDE text a client sees is cut at 200 characters.
+  return absl::StrCat(
+      "dns.answers_may_point_at does not hold ", first,
+      count > 1 ? absl::StrCat(" (and ", count - 1, " more)") : "",
+      "; the answer for ", chain.chain.empty() ? "" : chain.chain.front(),
+      chain.chain.size() > 1
+          ? absl::StrCat(" (through ", chain.chain.back(), ")")
+          : "",
+      " is refused whole, nothing of it opened");
+}
+
 std::optional<std::string> FilterServer::OverBudget(SandboxId sandbox,
                                                     const DnsBudget& budget,
                                                     absl::string_view name) {
@@ -149,8 +184,7 @@ std::optional<std::string> FilterServer::OverBudget(SandboxId sandbox,
   if (name.size() > budget.max_wildcard_name_length) {
     return absl::StrCat("dns.budget.max_wildcard_name_length: the name has ",
                         name.size(), " characters, at most ",
-                        budget.max_wildcard_name_length,
-                        " under a wildcard");
+                        budget.max_wildcard_name_length, " under a wildcard");
   }
   const absl::Time now = loop_->now();
   const absl::Duration window = absl::Seconds(budget.window_seconds);
@@ -174,16 +208,16 @@ std::optional<std::string> FilterServer::OverBudget(SandboxId sandbox,
   if (use.names.size() >= budget.wildcard_names) {
     return absl::StrCat("dns.budget.wildcard_names: ", use.names.size(),
                         " distinct names under wildcards per ",
-                        budget.window_seconds, " s; new ones again in ",
-                        left_s, " s");
+                        budget.window_seconds, " s; new ones again in ", left_s,
+                        " s");
   }
   if (use.bytes + name.size() > budget.wildcard_name_bytes) {
-    return absl::StrCat("dns.budget.wildcard_name_bytes: ", use.bytes, "+",
-                        name.size(), " characters of names under wildcards, "
-                        "at most ",
-                        budget.wildcard_name_bytes, " per ",
-                        budget.window_seconds, " s; new ones again in ",
-                        left_s, " s");
+    return absl::StrCat(
+        "dns.budget.wildcard_name_bytes: ", use.bytes, "+", name.size(),
+        " characters of names under wildcards, "
+        "at most ",
+        budget.wildcard_name_bytes, " per ", budget.window_seconds,
+        " s; new ones again in ", left_s, " s");
   }
   use.names.emplace(name);
   use.bytes += name.size();
@@ -268,16 +302,16 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
   // carry data out: it is counted against the sandbox's budget before
   // anything leaves the host.
   if (!would_block && !policy->audit_only && OnlyWildcards(match)) {
-    if (std::optional<std::string> why = OverBudget(
-            *out.sandbox, policy->budget, query.questions[0].name)) {
+    if (std::optional<std::string> why =
+            OverBudget(*out.sandbox, policy->budget, query.questions[0].name)) {
       out.verdict = Verdict::kOverBudget;
       out.detail = *std::move(why);
-      Send(*reply,
-           BuildResponse(query, Rcode::kRefused,
-                         Ede{EdeCode::kProhibited,
-                             absl::StrCat("sandfence: over the DNS budget "
-                                          "(phase \"",
-                                          policy->phase, "\"): ", out.detail)}));
+      Send(*reply, BuildResponse(
+                       query, Rcode::kRefused,
+                       Ede{EdeCode::kProhibited,
+                           absl::StrCat("sandfence: over the DNS budget "
+                                        "(phase \"",
+                                        policy->phase, "\"): ", out.detail)}));
       return;
     }
   }
@@ -330,7 +364,45 @@ void FilterServer::OnUpstream(std::shared_ptr<Reply> reply,
   }
   const Question& q = query->questions[0];
   ChainAddresses chain = FollowChain(answer->message, q.name);
-  if (would_block) {
+  std::optional<std::string> rebinding;
+  if (!would_block) {
+    absl::StatusOr<std::string> why = Rebinding(*policy, match, chain);
+    if (!why.ok()) {
+      out.verdict = Verdict::kUpstreamFailed;
+      out.detail =
+          absl::StrCat("the answer was not released: ", why.status().message());
+      Send(*reply, BuildResponse(*query, Rcode::kServFail,
+                                 Ede{EdeCode::kOther,
+                                     absl::StrCat("sandfence: ", out.detail)}));
+      return;
+    }
+    if (!why->empty()) rebinding = *std::move(why);
+  }
+  if (rebinding && !policy->audit_only) {
+    out.verdict = Verdict::kRebinding;
+    for (const AnswerAddress& a : chain.addresses) {
+      out.addresses.push_back(a.addr);
+    }
+    out.detail = *std::move(rebinding);
+    Send(*reply,
+         BuildResponse(*query, Rcode::kRefused,
+                       Ede{EdeCode::kBlocked,
+                           absl::StrCat("sandfence: rebinding (phase \"",
+                                        policy->phase, "\"): ", out.detail)}));
+    return;
+  }
+  if (rebinding) {
+    // Audit only: answered, nothing opened, reported as what enforcement
+    // would have refused.
+    for (const AnswerAddress& a : chain.addresses) {
+      out.addresses.push_back(a.addr);
+    }
+    out.detail =
+        absl::StrCat("audit only: phase \"", policy->phase,
+                     "\" would refuse this answer as rebinding (", *rebinding,
+                     "); answered, its addresses not "
+                     "opened");
+  } else if (would_block) {
     // Reported, never opened: connections to them are judged (and
     // reported as would-deny) by the rules.
     for (const AnswerAddress& a : chain.addresses) {
@@ -373,7 +445,8 @@ void FilterServer::OnUpstream(std::shared_ptr<Reply> reply,
     Send(*reply, BuildResponse(*query, Rcode::kServFail));
     return;
   }
-  out.verdict = would_block ? Verdict::kWouldBlock : Verdict::kAllowed;
+  out.verdict =
+      would_block || rebinding ? Verdict::kWouldBlock : Verdict::kAllowed;
   Send(*reply, *std::move(wire), answer->message.rcode());
 }
 

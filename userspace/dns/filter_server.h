@@ -47,6 +47,7 @@
 #include "dns/forwarder.h"
 #include "dns/message.h"
 #include "dns/name_rules.h"
+#include "dns/rebinding.h"
 
 namespace sandfence::dns {
 
@@ -79,6 +80,10 @@ struct SandboxDnsPolicy {
   // What names only a wildcard allows may carry out: counted per sandbox
   // across its phases, judged by the limits of the phase in force.
   DnsBudget budget;
+  // The protected ranges (dns/rebinding.h; private ones too for a name
+  // only a wildcard allows) an answer may still open. An answer with any
+  // other protected address is refused whole.
+  std::vector<IpPrefix> answers_may_point_at;
 };
 
 struct LearnedAddress {
@@ -112,6 +117,9 @@ enum class Verdict : uint8_t {
                     // addresses are not opened
   kOverBudget,      // REFUSED: a name only a wildcard allows, past the
                     // sandbox's DNS budget; never asked upstream
+  kRebinding,       // REFUSED: the answer points at the host or its link
+                    // (dns/rebinding.h), which the phase does not grant;
+                    // nothing of it opened
 };
 const char* VerdictName(Verdict v);
 
@@ -216,6 +224,7 @@ class FilterServer {
   FilterHooks hooks_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<Forwarder> forwarder_;
+  HostAddresses host_addresses_;  // the loop's only
   absl::flat_hash_map<ListenerId, std::unique_ptr<Listener>> listeners_;
   ListenerId next_listener_ = 1;
   absl::flat_hash_map<uint64_t, std::unique_ptr<TcpConn>> conns_;
@@ -243,6 +252,11 @@ class FilterServer {
   std::optional<std::string> OverBudget(SandboxId sandbox,
                                         const DnsBudget& budget,
                                         absl::string_view name);
+  // Why the answer may not be released (an address in a protected range
+  // the phase does not grant: dns/rebinding.h), or "" when it may.
+  absl::StatusOr<std::string> Rebinding(const SandboxDnsPolicy& policy,
+                                        const NameMatch& match,
+                                        const ChainAddresses& chain);
 
   absl::Mutex mu_;
   absl::flat_hash_map<SandboxId, std::shared_ptr<const SandboxDnsPolicy>>

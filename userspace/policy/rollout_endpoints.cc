@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_replace.h"
+#include "policy/validate.h"
 
 namespace sandfence {
 
@@ -21,6 +22,11 @@ v1::PolicySet ApplyRolloutEndpoints(v1::PolicySet policy,
     if (endpoints.unix_mode) phase.mutable_unix()->set_mode(*endpoints.unix_mode);
     for (const std::string& name : endpoints.unix_allow) {
       phase.mutable_unix()->add_allow(name);
+    }
+    if (EffectiveDnsMode(phase) == v1::Dns::FILTERED) {
+      for (const std::string& prefix : endpoints.dns_answers_may_point_at) {
+        phase.mutable_dns()->add_answers_may_point_at(prefix);
+      }
     }
   }
   return policy;

@@ -22,10 +22,13 @@ struct RolloutEndpoints {
   // inherit phase reaches every socket anyway).
   std::optional<v1::Unix::Mode> unix_mode = std::nullopt;
   std::vector<std::string> unix_allow = {};
+  // --dns-answers-may-point-at: for restricted phases whose DNS is
+  // FILTERED (the only ones an answer opens anything in).
+  std::vector<std::string> dns_answers_may_point_at = {};
 
   bool empty() const {
     return model.empty() && tools.empty() && allow.empty() && !unix_mode &&
-           unix_allow.empty();
+           unix_allow.empty() && dns_answers_may_point_at.empty();
   }
 };
 

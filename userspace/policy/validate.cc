@@ -166,10 +166,30 @@ absl::Status ValidateDns(const std::string& phase_label,
           "(mode is ",
           v1::Dns::Mode_Name(mode), ")"));
     }
+    if (dns.answers_may_point_at_size() > 0) {
+      return Malformed(absl::StrCat(
+          phase_label, ": dns.answers_may_point_at \"",
+          dns.answers_may_point_at(0),
+          "\" is given, but it applies only with mode: FILTERED (mode is ",
+          v1::Dns::Mode_Name(mode), ")"));
+    }
   } else {
     if (absl::Status s = ValidateDnsBudget(phase_label, dns.budget());
         !s.ok()) {
       return s;
+    }
+    constexpr int kMaxPointAt = 64;
+    if (dns.answers_may_point_at_size() > kMaxPointAt) {
+      return Malformed(absl::StrCat(
+          phase_label, ": dns.answers_may_point_at has ",
+          dns.answers_may_point_at_size(), " prefixes; at most ", kMaxPointAt));
+    }
+    for (const std::string& text : dns.answers_may_point_at()) {
+      if (absl::StatusOr<IpPrefix> p = IpPrefix::Parse(text); !p.ok()) {
+        return Malformed(absl::StrCat(phase_label,
+                                      ": dns.answers_may_point_at \"", text,
+                                      "\": ", p.status().message()));
+      }
     }
     constexpr uint32_t kDay = 86400;
     if (dns.max_ttl_seconds() > kDay || dns.grace_seconds() > kDay ||

@@ -9,8 +9,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "compile/unix_name.h"
 #include "common/status.h"
+#include "compile/unix_name.h"
 #include "sandfence/version.h"
 
 namespace sandfence {
@@ -172,10 +172,9 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
               "phase ", p.name(), ": name rule \"", r.pattern(), "\" grant ",
               g.protocol(), " ", g.port_first(), "-", g.port_last()));
         }
-        rule.grants.push_back(
-            {g.protocol() == "tcp" ? L4::kTcp : L4::kUdp,
-             static_cast<uint16_t>(g.port_first()),
-             static_cast<uint16_t>(g.port_last())});
+        rule.grants.push_back({g.protocol() == "tcp" ? L4::kTcp : L4::kUdp,
+                               static_cast<uint16_t>(g.port_first()),
+                               static_cast<uint16_t>(g.port_last())});
       }
       phase.name_rules.push_back(std::move(rule));
     }
@@ -194,6 +193,15 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
                           d.budget().window_seconds(),
                           d.budget().max_wildcard_name_length(),
                           d.budget().wildcard_name_bytes()};
+    }
+    for (const std::string& text : d.answers_may_point_at()) {
+      absl::StatusOr<IpPrefix> prefix = IpPrefix::Parse(text);
+      if (!prefix.ok()) {
+        return Malformed(absl::StrCat("phase ", p.name(),
+                                      ": dns answers_may_point_at \"", text,
+                                      "\": ", prefix.status().message()));
+      }
+      phase.dns_answers_may_point_at.push_back(*prefix);
     }
   }
   if (p.has_unix()) {
@@ -259,6 +267,9 @@ v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase) {
     b->set_window_seconds(phase.dns_budget.window_seconds);
     b->set_max_wildcard_name_length(phase.dns_budget.max_wildcard_name_length);
     b->set_wildcard_name_bytes(phase.dns_budget.wildcard_name_bytes);
+    for (const IpPrefix& prefix : phase.dns_answers_may_point_at) {
+      d->add_answers_may_point_at(prefix.ToString());
+    }
   }
   if (phase.restricted() && (phase.unix_checked || phase.unix_unchecked)) {
     v1::UnixPolicy* u = p.mutable_unix();
@@ -512,8 +523,8 @@ bool RolloutRecorder::AddDnsQuery(const DnsQueryInfo& query) {
   // Past the DNS budget every name is one the agent chose to send: one
   // entry per wildcard counts them, and names the first (record.proto).
   if (q.verdict == "over_budget" && !q.matched.empty()) {
-    q.detail = Printable(absl::StrCat("first: ", q.name, ": ", q.detail),
-                         1024, false);
+    q.detail =
+        Printable(absl::StrCat("first: ", q.name, ": ", q.detail), 1024, false);
     q.name = q.matched;
   }
 

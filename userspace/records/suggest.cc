@@ -15,6 +15,7 @@
 #include "compile/endpoint.h"
 #include "compile/rules.h"
 #include "compile/unix_name.h"
+#include "dns/rebinding.h"
 #include "egress/egress_abi.h"
 #include "egress/net_event.h"
 #include "policy/rollout_endpoints.h"
@@ -162,6 +163,8 @@ class PhaseLearning {
   std::map<HostPort, Seen> resolvers_;
   bool dns_filtered_ = false;  // some record ran this phase's DNS filtered
   std::map<std::string, Seen> notes_;
+  // Protected addresses (dns/rebinding.h) allowed answers opened.
+  std::map<std::string, Seen> point_at_;
   std::vector<std::string> ran_as_;  // "[1] inherit"
   std::vector<std::string> warnings_;
 };
@@ -184,8 +187,24 @@ void PhaseLearning::LearnQueries() {
                                            : q.type_name());
       n.verdicts.insert(q.verdict());
       for (const std::string& text : q.address()) {
-        if (std::optional<IpAddress> a = IpAddress::Parse(text)) {
-          answered_[r][a->Unmapped()].insert(q.name());
+        std::optional<IpAddress> a = IpAddress::Parse(text);
+        if (!a) continue;
+        answered_[r][a->Unmapped()].insert(q.name());
+        // An answer that pointed at the host: opened in the recorded run
+        // only by its dns.answers_may_point_at, which the suggestion must
+        // keep; or refused as rebinding, which it names and does not grant.
+        // (The recording host's own addresses are not known here.)
+        std::optional<std::string> range = dns::ProtectedRange(*a, {});
+        if (!range) continue;
+        const std::string host = a->Unmapped().ToString();
+        if (q.verdict() == "allowed") {
+          point_at_[host].Add(q.count(), false, r);
+        } else if (q.verdict() == "rebinding") {
+          Note(absl::StrCat(q.name(), "'s answer pointed at ", host, ", ",
+                            *range, ", and was refused as rebinding; to open "
+                            "it: dns { answers_may_point_at: ",
+                            Quote(host), " }"),
+               q.count(), true, r);
         }
       }
     }
@@ -535,6 +554,20 @@ std::string PhaseLearning::Render() const {
     for (const auto& [name, seen] : unix_) {
       absl::StrAppend(&out, "    # ", seen.Text(), "\n    allow: ", Quote(name),
                       "\n");
+    }
+    absl::StrAppend(&out, "  }\n");
+  }
+
+  if (!point_at_.empty()) {
+    absl::StrAppend(&out,
+                    "  dns {\n"
+                    "    # allowed answers pointed at the host (loopback, "
+                    "link-local, ...),\n"
+                    "    # which the recorded phase granted (DNS rebinding "
+                    "otherwise)\n");
+    for (const auto& [host, seen] : point_at_) {
+      absl::StrAppend(&out, "    # ", seen.Text("answer", "answers"),
+                      "\n    answers_may_point_at: ", Quote(host), "\n");
     }
     absl::StrAppend(&out, "  }\n");
   }

@@ -231,6 +231,7 @@ absl::Status DnsFilterHost::SetPhase(uint64_t cgroup_id,
   policy->ttl.max = absl::Seconds(phase.dns_ttl.max_seconds);
   policy->ttl.grace = absl::Seconds(phase.dns_ttl.grace_seconds);
   policy->budget = phase.dns_budget;
+  policy->answers_may_point_at = phase.dns_answers_may_point_at;
   policy->phase = phase.name;
   policy->generation = generation;
   policy->audit_only = phase.audit_only;
