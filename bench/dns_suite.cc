@@ -327,7 +327,7 @@ struct OutcomeLog {
 };
 
 // The sandboxes' policy: the two names of sandbox i, TCP 443 each; no
-// address rules (everything else is denied).
+// address rules (everything else is denied); answers may point into 10/8.
 CompiledPhase DnsPhase(int i, const HostPort& upstream) {
   CompiledPhase p;
   p.name = "agent";
@@ -340,6 +340,9 @@ CompiledPhase DnsPhase(int i, const HostPort& upstream) {
                    {{L4::kTcp, 443, 443}},
                    "allow"}};
   p.dns_upstreams = {upstream};
+  // The scripted upstream answers in 10/8: private, which a name only a
+  // wildcard allows may point at only where the phase grants it (rebinding).
+  p.dns_answers_may_point_at = {*IpPrefix::Parse("10.0.0.0/8")};
   return p;
 }
 
