@@ -905,7 +905,8 @@ TEST(CompileDnsFiltered, NamesAndWildcardsBecomeNameRulesAndNoResolverRule) {
                           "*.tool.test tcp:443-443,udp:443-443 allow"));
   EXPECT_EQ(p.dns_upstreams, SystemResolvers());
   EXPECT_EQ(p.dns_ttl, (DnsTtl{30, 600, 60}));
-  EXPECT_EQ(p.dns_budget, (DnsBudget{256, 600, 128, 16384})) << "defaults";
+  EXPECT_EQ(p.dns_budget, (DnsBudget{256, 600, 128, 16384, 100}))
+      << "defaults";
   const std::string text = FormatCompiledPolicyText(*out);
   EXPECT_THAT(text, HasSubstr("dns   budget: names only a wildcard allows: "
                               "at most 256 distinct, 16384 characters in "
@@ -928,7 +929,8 @@ TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
                              min_ttl_seconds: 1 max_ttl_seconds: 2
                              grace_seconds: 3
                              budget { wildcard_names: 9
-                                      max_wildcard_name_length: 40 }
+                                      max_wildcard_name_length: 40
+                                      queries_per_second: 7 }
                              answers_may_point_at: "127.0.0.0/8"
                              answers_may_point_at: "::1" } })"),
                        RolloutEndpoints{}, kHostNetns);
@@ -937,7 +939,7 @@ TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
             std::vector<HostPort>{*HostPort::Parse("127.0.0.1:5353", 53)});
   EXPECT_EQ(out->phases[0].dns_ttl, (DnsTtl{1, 2, 3}));
   // Given fields are kept, the others take their defaults.
-  EXPECT_EQ(out->phases[0].dns_budget, (DnsBudget{9, 600, 40, 16384}));
+  EXPECT_EQ(out->phases[0].dns_budget, (DnsBudget{9, 600, 40, 16384, 7}));
   EXPECT_THAT(out->phases[0].dns_answers_may_point_at,
               ElementsAre(*IpPrefix::Parse("127.0.0.0/8"),
                           *IpPrefix::Parse("::1")));
@@ -949,7 +951,8 @@ TEST(CompileDnsFiltered, ListedUpstreamsAndTtlLimits) {
               HasSubstr("\"budget\": {\"wildcard_names\": 9, "
                         "\"window_seconds\": 600, "
                         "\"max_wildcard_name_length\": 40, "
-                        "\"wildcard_name_bytes\": 16384}"));
+                        "\"wildcard_name_bytes\": 16384, "
+                        "\"queries_per_second\": 7}"));
   EXPECT_THAT(NameLines(out->phases[0]), IsEmpty());  // the model is an IP
 
   // Without listed upstreams, the host's must be known.

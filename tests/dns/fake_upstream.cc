@@ -110,7 +110,9 @@ std::string FakeUpstream::AnswerFor(const std::string& wire, bool tcp,
   const Question& question = q->questions[0];
   {
     absl::MutexLock lock(&mu_);
-    seen_.push_back({question.name, question.type, tcp});
+    seen_.push_back({question.name, question.type, tcp, q->header.flags,
+                     q->edns.has_value(),
+                     q->edns.has_value() && q->edns->dnssec_ok});
   }
   auto it = names_.find(question.name);
   uint16_t flags = 0x8180;

@@ -35,6 +35,9 @@ struct SeenQuery {
   std::string name;
   uint16_t type = 0;
   bool tcp = false;
+  uint16_t flags = 0;  // the header's (RD, CD, AD: what the filter sent)
+  bool edns = false;
+  bool dnssec_ok = false;
 };
 
 class FakeUpstream {

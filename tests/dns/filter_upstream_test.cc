@@ -458,6 +458,123 @@ TEST(DnsFilterBudget, AnAuditPhaseIsNotBudgeted) {
   }
 }
 
+// The query's type can carry 16 bits each time a name is asked again: for
+// a name only a wildcard allows, a type other than A, AAAA or HTTPS is a
+// question of its own in the budget.
+TEST(DnsFilterBudget, ATypeOtherThanAnAddressCountsAsANameOfItsOwn) {
+  absl::StatusOr<std::unique_ptr<FakeUpstream>> up = FakeUpstream::Start({});
+  ASSERT_TRUE(up.ok()) << up.status();
+  Filter filter(To((*up)->address()));
+  ASSERT_TRUE(filter.status().ok()) << filter.status();
+  auto rules = std::make_shared<SandboxDnsPolicy>(
+      *Policy({{"*.tool.test", {kHttps}, "tool:search"}}));
+  rules->budget.wildcard_names = 3;
+  filter.server().SetPolicy(Filter::kSandbox1, rules);
+  auto rcode = [&](uint16_t type) {
+    absl::StatusOr<UdpAnswer> a = UdpExchange(
+        filter.udp(), Query("x.tool.test", type, 9, 1232), kWait);
+    EXPECT_TRUE(a.ok()) << type << ": " << a.status();
+    return a.ok() ? MustParse(a->wire).rcode() : uint16_t{0xffff};
+  };
+  const uint16_t kRefusedCode = static_cast<uint16_t>(Rcode::kRefused);
+  constexpr uint16_t kTxt = 16, kMx = 15, kSrv = 33, kNull = 10;
+  // A resolver's questions for one host: one entry.
+  for (uint16_t type : {kTypeA, kTypeAaaa, kTypeHttps, kTypeA}) {
+    EXPECT_NE(rcode(type), kRefusedCode) << type;
+  }
+  EXPECT_NE(rcode(kTxt), kRefusedCode);
+  EXPECT_NE(rcode(kMx), kRefusedCode);
+  EXPECT_NE(rcode(kTxt), kRefusedCode) << "asked before: free";
+  EXPECT_EQ(rcode(kSrv), kRefusedCode);
+  EXPECT_EQ(rcode(kNull), kRefusedCode);
+  for (const SeenQuery& q : (*up)->seen()) {
+    EXPECT_NE(q.type, kSrv);
+    EXPECT_NE(q.type, kNull);
+  }
+}
+
+// The header bits and EDNS of a client's query are its to choose: for a
+// name only a wildcard allows the upstream sees fixed ones; for the tool's
+// own name, the client's (a validating stub's CD and DO pass).
+TEST(DnsFilterBudget, AWildcardNamesHeaderBitsAreFixedUpstream) {
+  absl::StatusOr<std::unique_ptr<FakeUpstream>> up = FakeUpstream::Start(
+      {{"api.tool.test", Answers({"10.7.7.7"})},
+       {"x.tool.test", Answers({"192.0.2.7"})}});
+  ASSERT_TRUE(up.ok()) << up.status();
+  Filter filter(To((*up)->address()));
+  ASSERT_TRUE(filter.status().ok()) << filter.status();
+  filter.server().SetPolicy(
+      Filter::kSandbox1, Policy({{"*.tool.test", {kHttps}, "tool:search"},
+                                 {"api.tool.test", {kHttps}, "tool:search"}}));
+  auto ask = [&](const char* name, bool edns) {
+    std::string q = Query(name, kTypeA, 5, edns ? 1232 : 0, /*dnssec_ok=*/edns);
+    q[3] = static_cast<char>(q[3] | 0x10 | 0x20);  // CD and AD
+    if (!edns) q[2] = static_cast<char>(q[2] & ~0x01);  // no RD
+    absl::StatusOr<UdpAnswer> a = UdpExchange(filter.udp(), q, kWait);
+    ASSERT_TRUE(a.ok()) << name << ": " << a.status();
+    EXPECT_EQ(MustParse(a->wire).rcode(), 0) << name;
+    EXPECT_EQ(MustParse(a->wire).header.id, 5);
+  };
+  ask("x.tool.test", true);
+  ask("x.tool.test", false);
+  ask("api.tool.test", true);
+  const std::vector<SeenQuery> seen = (*up)->seen();
+  ASSERT_EQ(seen.size(), 3u);
+  for (int i : {0, 1}) {
+    EXPECT_EQ(seen[i].name, "x.tool.test");
+    EXPECT_EQ(seen[i].flags, kFlagRd) << i;
+    EXPECT_TRUE(seen[i].edns) << i;
+    EXPECT_FALSE(seen[i].dnssec_ok) << i;
+  }
+  EXPECT_EQ(seen[2].flags, kFlagRd | kFlagCd | kFlagAd);
+  EXPECT_TRUE(seen[2].dnssec_ok);
+}
+
+// A phase may ask for a lower rate than the filter's: its sandbox gets
+// about its burst and refill; another sandbox keeps the filter's.
+TEST(DnsFilterLimits, APhasesOwnRateDropsTheRest) {
+  absl::StatusOr<std::unique_ptr<FakeUpstream>> up =
+      FakeUpstream::Start({{"fast.test", Answers({"10.5.5.5"})}});
+  ASSERT_TRUE(up.ok()) << up.status();
+  Filter filter(To((*up)->address()));
+  ASSERT_TRUE(filter.status().ok()) << filter.status();
+  auto slow = std::make_shared<SandboxDnsPolicy>(
+      *Policy({{"fast.test", {kHttps}, "allow"}}));
+  slow->budget.queries_per_second = 20;
+  filter.server().SetPolicy(Filter::kSandbox1, slow);
+  filter.server().SetPolicy(Filter::kSandbox2,
+                            Policy({{"fast.test", {kHttps}, "allow"}}));
+  UniqueFd flood(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_in to = {};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(filter.udp().port);
+  to.sin_addr.s_addr = htonl(0x7f000001);
+  const std::string q = Query("fast.test", kTypeA, 3);
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_GT(::sendto(flood.get(), q.data(), q.size(), 0,
+                       reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+              0);
+  }
+  int answered = 0;
+  std::string buf(512, '\0');
+  for (;;) {
+    pollfd p = {flood.get(), POLLIN, 0};
+    if (::poll(&p, 1, 300) != 1) break;
+    if (::recv(flood.get(), buf.data(), buf.size(), 0) >= 12) ++answered;
+  }
+  const double refill = absl::ToDoubleSeconds(absl::Now() - start) * 20;
+  EXPECT_GE(answered, 40) << "the burst: twice the rate";
+  EXPECT_LE(answered, 40 + static_cast<int>(refill) + 1);
+  // The other sandbox is not slowed: 100 quick questions, all answered.
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<UdpAnswer> a = UdpExchange(
+        filter.udp2(), Query("fast.test", kTypeA, static_cast<uint16_t>(i)),
+        kWait);
+    ASSERT_TRUE(a.ok()) << i << ": " << a.status();
+  }
+}
+
 TEST(DnsFilterUpstream, Ipv6ListenerRepliesFromItsAddress) {
   SANDFENCE_REQUIRE_HOST(::sandfence::testing::HostIpv6Loopback());
   absl::StatusOr<std::unique_ptr<FakeUpstream>> up =

@@ -86,6 +86,11 @@ TEST(ProtectedRange, TheHostsOwnAddressesAreProtectedInEitherSpelling) {
   EXPECT_THAT(ProtectedRange(Ip("fd00::7"), host).value_or(""),
               HasSubstr("the host's own"));
   EXPECT_FALSE(ProtectedRange(Ip("10.9.8.6"), host).has_value());
+  // Before the private ranges: the host's own is the more telling reason.
+  EXPECT_THAT(
+      ProtectedRange(Ip("10.9.8.7"), host, Protect::kHostAndPrivate)
+          .value_or(""),
+      HasSubstr("the host's own"));
 }
 
 TEST(HostAddresses, ReadsTheInterfacesAndKeepsThemUntilTheyAge) {

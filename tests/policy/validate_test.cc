@@ -179,6 +179,10 @@ INSTANTIATE_TEST_SUITE_P(
                         dns { mode: FILTERED
                               budget { window_seconds: 86401 } } })",
              {"dns.budget.window_seconds 86401", "above 86400"}},
+        Case{"a DNS query rate past its ceiling",
+             R"(phase { name: "a" network_access: MODEL_ONLY
+                        dns { budget { queries_per_second: 100001 } } })",
+             {"dns.budget.queries_per_second 100001", "above 100000"}},
         Case{"answers_may_point_at where nothing is filtered",
              R"(phase { name: "a" network_access: MODEL_ONLY
                         dns { mode: SYSTEM

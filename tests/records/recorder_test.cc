@@ -561,7 +561,7 @@ TEST(PhasePolicy, DnsFilterRoundTripsAndBadGrantsAreRefused) {
   phase.dns_upstreams = {*HostPort::Parse("127.0.0.1:5353", 53),
                          *HostPort::Parse("[::1]:53", 53)};
   phase.dns_ttl = {1, 2, 3};
-  phase.dns_budget = {4, 5, 6, 7};
+  phase.dns_budget = {4, 5, 6, 7, 8};
   phase.dns_answers_may_point_at = {*IpPrefix::Parse("127.0.0.0/8"),
                                     *IpPrefix::Parse("fe80::/10")};
   v1::PhasePolicy p = ToPhasePolicy(phase);

@@ -80,6 +80,9 @@ struct DnsBudget {
   uint32_t window_seconds = 600;
   uint32_t max_wildcard_name_length = 128;
   uint32_t wildcard_name_bytes = 16384;
+  // Of any name; 0 (tests only: the compiler fills the default): no limit
+  // of the phase's own.
+  uint32_t queries_per_second = 100;
 
   friend bool operator==(const DnsBudget&, const DnsBudget&) = default;
 };

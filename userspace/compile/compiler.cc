@@ -468,6 +468,9 @@ absl::StatusOr<CompiledPhase> PolicyCompiler::CompilePhase(
       if (budget.wildcard_name_bytes()) {
         b.wildcard_name_bytes = budget.wildcard_name_bytes();
       }
+      if (budget.queries_per_second()) {
+        b.queries_per_second = budget.queries_per_second();
+      }
       for (const std::string& text : dns.answers_may_point_at()) {
         absl::StatusOr<IpPrefix> p = IpPrefix::Parse(text);
         if (!p.ok()) return p.status();  // ValidatePolicySet checked it

@@ -134,6 +134,9 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
                       " characters in all, per ", b.window_seconds,
                       " s; each at most ", b.max_wildcard_name_length,
                       " characters\n");
+      absl::StrAppend(&out, name, "  dns   rate: at most ",
+                      b.queries_per_second,
+                      " queries a second (bursts of twice that)\n");
       absl::StrAppend(
           &out, name, "  dns   answers may point at: ",
           phase.dns_answers_may_point_at.empty()
@@ -236,6 +239,7 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
           ", \"max_wildcard_name_length\": ",
           phase.dns_budget.max_wildcard_name_length,
           ", \"wildcard_name_bytes\": ", phase.dns_budget.wildcard_name_bytes,
+          ", \"queries_per_second\": ", phase.dns_budget.queries_per_second,
           "}", ",\n        \"answers_may_point_at\": [",
           absl::StrJoin(phase.dns_answers_may_point_at, ", ",
                         [](std::string* o, const IpPrefix& p) {

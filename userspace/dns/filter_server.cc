@@ -119,24 +119,33 @@ void FilterServer::Drop(Reply& reply) {
   if (hooks_.outcome) hooks_.outcome(reply.outcome);
 }
 
-bool FilterServer::OverRate(std::optional<SandboxId> sandbox) {
-  if (options_.max_queries_per_second <= 0) return false;
+bool FilterServer::OverRate(std::optional<SandboxId> sandbox, double rate) {
+  if (rate <= 0) return false;
+  // Bursts of two seconds' worth (at least the filter's own burst for its
+  // own rate): a resolver asks A and AAAA of a few names at once.
+  const double burst = rate == options_.max_queries_per_second
+                           ? options_.query_burst
+                           : 2 * rate;
   const absl::Time now = loop_->now();
   // Buckets idle long enough to be full again are forgotten now and then,
-  // so that sandboxes that are gone cost no memory.
+  // so that sandboxes that are gone cost no memory (a bucket refills in
+  // two seconds at any rate; the filter's own in burst / rate).
   if (++queries_ % 4096 == 0) {
-    const absl::Duration refill =
-        absl::Seconds(options_.query_burst / options_.max_queries_per_second);
+    const absl::Duration refill = std::max(
+        absl::Seconds(2),
+        absl::Seconds(options_.max_queries_per_second > 0
+                          ? options_.query_burst /
+                                options_.max_queries_per_second
+                          : 0));
     absl::erase_if(buckets_, [&](const auto& kv) {
       return now - kv.second.last > refill;
     });
   }
-  auto [it, inserted] = buckets_.try_emplace(sandbox.value_or(UINT64_MAX),
-                                             Bucket{options_.query_burst, now});
+  auto [it, inserted] =
+      buckets_.try_emplace(sandbox.value_or(UINT64_MAX), Bucket{burst, now});
   Bucket& b = it->second;
-  b.tokens = std::min(options_.query_burst,
-                      b.tokens + absl::ToDoubleSeconds(now - b.last) *
-                                     options_.max_queries_per_second);
+  b.tokens = std::min(
+      burst, b.tokens + absl::ToDoubleSeconds(now - b.last) * rate);
   b.last = now;
   if (b.tokens < 1) return true;
   b.tokens -= 1;
@@ -178,7 +187,8 @@ absl::StatusOr<std::string> FilterServer::Rebinding(
 
 std::optional<std::string> FilterServer::OverBudget(SandboxId sandbox,
                                                     const DnsBudget& budget,
-                                                    absl::string_view name) {
+                                                    absl::string_view name,
+                                                    uint16_t type) {
   // Each reason leads with its field: the EDE text a client sees is cut
   // at 200 characters.
   if (name.size() > budget.max_wildcard_name_length) {
@@ -202,12 +212,20 @@ std::optional<std::string> FilterServer::OverBudget(SandboxId sandbox,
     use.bytes = 0;
   }
   use.window = window;
-  if (use.names.contains(name)) return std::nullopt;  // asked before: free
+  // What a resolver asks for a host it will connect to (A, AAAA, HTTPS)
+  // shares the name's entry; any other type is a question of its own, or
+  // a name asked again could carry 16 bits out in its type every time.
+  const std::string key =
+      type == kTypeA || type == kTypeAaaa || type == kTypeHttps
+          ? std::string(name)
+          : absl::StrCat(name, "/", type);
+  if (use.names.contains(key)) return std::nullopt;  // asked before: free
   const int64_t left_s =
       absl::ToInt64Seconds(use.window_start + window - now) + 1;
   if (use.names.size() >= budget.wildcard_names) {
     return absl::StrCat("dns.budget.wildcard_names: ", use.names.size(),
-                        " distinct names under wildcards per ",
+                        " distinct names (a type other than A, AAAA or HTTPS "
+                        "counts apart) under wildcards per ",
                         budget.window_seconds, " s; new ones again in ", left_s,
                         " s");
   }
@@ -219,7 +237,7 @@ std::optional<std::string> FilterServer::OverBudget(SandboxId sandbox,
         budget.wildcard_name_bytes, " per ", budget.window_seconds,
         " s; new ones again in ", left_s, " s");
   }
-  use.names.emplace(name);
+  use.names.emplace(key);
   use.bytes += name.size();
   return std::nullopt;
 }
@@ -231,7 +249,17 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
   out.origin = origin;
   // Who asks comes from where the query arrived, never from its bytes.
   out.sandbox = hooks_.identify(origin);
-  if (OverRate(out.sandbox)) {
+  // The phase in force sets its sandbox's rate (dns.budget); an origin
+  // without one has the filter's.
+  std::shared_ptr<const SandboxDnsPolicy> policy =
+      out.sandbox ? PolicyFor(*out.sandbox) : nullptr;
+  double rate = options_.max_queries_per_second;
+  if (policy != nullptr && policy->budget.queries_per_second > 0) {
+    // The filter's rate is the host's ceiling; a phase may ask for less.
+    rate = rate > 0 ? std::min<double>(rate, policy->budget.queries_per_second)
+                    : policy->budget.queries_per_second;
+  }
+  if (OverRate(out.sandbox, rate)) {
     out.verdict = Verdict::kRateLimited;
     Drop(*reply);
     return;
@@ -275,7 +303,6 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
                                    "no sandbox"}));
     return;
   }
-  std::shared_ptr<const SandboxDnsPolicy> policy = PolicyFor(*out.sandbox);
   if (policy == nullptr) {
     out.verdict = Verdict::kRefused;
     out.detail = "the sandbox has no DNS policy";
@@ -303,7 +330,8 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
   // anything leaves the host.
   if (!would_block && !policy->audit_only && OnlyWildcards(match)) {
     if (std::optional<std::string> why =
-            OverBudget(*out.sandbox, policy->budget, query.questions[0].name)) {
+            OverBudget(*out.sandbox, policy->budget, query.questions[0].name,
+                       query.questions[0].type)) {
       out.verdict = Verdict::kOverBudget;
       out.detail = *std::move(why);
       Send(*reply, BuildResponse(
@@ -326,8 +354,17 @@ void FilterServer::HandleQuery(const QueryOrigin& origin,
                                    absl::StrCat("sandfence: ", out.detail)}));
     return;
   }
+  // The header bits and EDNS a client sets are its to choose too: for a
+  // name only a wildcard allows, the upstream gets fixed ones (recursion
+  // desired, EDNS without DO), so that a name asked again carries nothing
+  // out in them. The client's own reply is built from its own query.
+  Message upstream_query = *shared_query;
+  if (OnlyWildcards(match)) {
+    upstream_query.header.flags = kFlagRd;
+    upstream_query.edns = Edns{};
+  }
   absl::Status s = forwarder_->Forward(
-      *out.sandbox, *shared_query,
+      *out.sandbox, upstream_query,
       [this, reply, policy, shared_query, match = std::move(match)](
           absl::StatusOr<UpstreamAnswer> answer) mutable {
         OnUpstream(std::move(reply), std::move(policy), std::move(shared_query),

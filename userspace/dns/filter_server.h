@@ -206,7 +206,7 @@ class FilterServer {
   void ReleaseTcpSlot(uint64_t conn);
   // Reports a query that gets no reply.
   void Drop(Reply& reply);
-  bool OverRate(std::optional<SandboxId> sandbox);
+  bool OverRate(std::optional<SandboxId> sandbox, double rate);
   void TouchConn(uint64_t conn);
   void HandleQuery(const QueryOrigin& origin, absl::string_view wire,
                    std::shared_ptr<Reply> reply);
@@ -251,7 +251,7 @@ class FilterServer {
   // or nullopt: within it, and now counted.
   std::optional<std::string> OverBudget(SandboxId sandbox,
                                         const DnsBudget& budget,
-                                        absl::string_view name);
+                                        absl::string_view name, uint16_t type);
   // Why the answer may not be released (an address in a protected range
   // the phase does not grant: dns/rebinding.h), or "" when it may.
   absl::StatusOr<std::string> Rebinding(const SandboxDnsPolicy& policy,

@@ -32,6 +32,11 @@ std::optional<std::string> ProtectedRange(
     if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link-local (fe80::/10)";
     if (b[0] == 0xff) return "multicast (ff00::/8)";
   }
+  // The host's own before the private ranges: the more telling reason.
+  if (std::find(host_addresses.begin(), host_addresses.end(), a) !=
+      host_addresses.end()) {
+    return "the host's own address";
+  }
   if (protect == Protect::kHostAndPrivate) {
     if (a.is_v4()) {
       if (b[0] == 10) return "private (10.0.0.0/8)";
@@ -43,10 +48,6 @@ std::optional<std::string> ProtectedRange(
     } else if ((b[0] & 0xfe) == 0xfc) {
       return "private (fc00::/7, unique local)";
     }
-  }
-  if (std::find(host_addresses.begin(), host_addresses.end(), a) !=
-      host_addresses.end()) {
-    return "the host's own address";
   }
   return std::nullopt;
 }

@@ -121,7 +121,9 @@ absl::Status ValidateDnsBudget(const std::string& phase_label,
         Limit{"max_wildcard_name_length", budget.max_wildcard_name_length(),
               253, "characters (the longest DNS name)"},
         Limit{"wildcard_name_bytes", budget.wildcard_name_bytes(), 16 << 20,
-              "bytes"}}) {
+              "bytes"},
+        Limit{"queries_per_second", budget.queries_per_second(), 100000,
+              "queries a second"}}) {
     if (l.value > l.ceiling) {
       return Malformed(absl::StrCat(phase_label, ": dns.budget.", l.field, " ",
                                     l.value, " is above ", l.ceiling, " ",

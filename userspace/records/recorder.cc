@@ -192,7 +192,12 @@ absl::StatusOr<CompiledPhase> FromPhasePolicy(const v1::PhasePolicy& p) {
       phase.dns_budget = {d.budget().wildcard_names(),
                           d.budget().window_seconds(),
                           d.budget().max_wildcard_name_length(),
-                          d.budget().wildcard_name_bytes()};
+                          d.budget().wildcard_name_bytes(),
+                          d.budget().queries_per_second()};
+      // A record of a build before query rates: the default.
+      if (phase.dns_budget.queries_per_second == 0) {
+        phase.dns_budget.queries_per_second = DnsBudget{}.queries_per_second;
+      }
     }
     for (const std::string& text : d.answers_may_point_at()) {
       absl::StatusOr<IpPrefix> prefix = IpPrefix::Parse(text);
@@ -267,6 +272,7 @@ v1::PhasePolicy ToPhasePolicy(const CompiledPhase& phase) {
     b->set_window_seconds(phase.dns_budget.window_seconds);
     b->set_max_wildcard_name_length(phase.dns_budget.max_wildcard_name_length);
     b->set_wildcard_name_bytes(phase.dns_budget.wildcard_name_bytes);
+    b->set_queries_per_second(phase.dns_budget.queries_per_second);
     for (const IpPrefix& prefix : phase.dns_answers_may_point_at) {
       d->add_answers_may_point_at(prefix.ToString());
     }
