@@ -26,6 +26,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "egress/egress_verdict.bpf.h"
+#include "egress/egress_budget.bpf.h"
 
 /*
  * Test only: the mutation run (tests/egress/CMakeLists.txt) builds this
@@ -239,6 +240,8 @@ struct sf_walk {
 	 * the current task's. Each level's id is read when the walk gets
 	 * there, never into an array first: the stack stays small. */
 	struct __sk_buff *skb;
+	/* The socket a sock_addr hook judges (for the budget); NULL else. */
+	struct bpf_sock *sk;
 	struct sf_dest d;
 	__u8 own_netns;
 	__u8 sock_type;
@@ -444,6 +447,21 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 			  w->sock_type, true);
 		return 0;
 	}
+	/* Every sandbox allowed: the budget of the one that judged last (the
+	 * deepest) may still be spent. (Enforcing phases only: the flag is
+	 * never set on an audit-only one.) */
+	if ((w->flags & SF_SB_BUDGET) && !w->sock_check) {
+		__u8 reason = sf_budget_admit(w->id, w->sk, &w->d,
+					      hook == SF_HOOK_CONNECT4 ||
+						      hook == SF_HOOK_CONNECT6);
+
+		if (reason) {
+			sf_set(&w->dec, SF_VERDICT_DENY, reason, SF_NO_RULE);
+			sf_record(w->id, &w->d, &w->dec, w->generation,
+				  w->ring, hook, w->sock_type, true);
+			return 0;
+		}
+	}
 	/* No sandbox denied, an audit-only one would have: let it through,
 	 * and report it as that sandbox's would-deny. */
 	if (w->audit_id) {
@@ -641,6 +659,7 @@ static __always_inline int sf_addr4(struct bpf_sock_addr *ctx, __u8 hook)
 			.addr = { ctx->user_ip4 },
 		},
 		.sock_type = ctx->type,
+		.sk = ctx->sk,
 	};
 
 	w.own_netns = sf_own_netns(ctx, &w.d);
@@ -655,6 +674,7 @@ static __always_inline int sf_addr6(struct bpf_sock_addr *ctx, __u8 hook)
 			.port = bpf_ntohs((__u16)ctx->user_port),
 		},
 		.sock_type = ctx->type,
+		.sk = ctx->sk,
 	};
 	__u32 a[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2],
 		       ctx->user_ip6[3] };
@@ -720,7 +740,11 @@ int sf_sock_create(struct bpf_sock *sk)
 	if (SF_NEUTRALIZED(SF_HOOK_SOCK_CREATE))
 		return 1;
 	sf_current_ancestors(&w);
-	return sf_judge(&w, SF_HOOK_SOCK_CREATE);
+	if (!sf_judge(&w, SF_HOOK_SOCK_CREATE))
+		return 0;
+	/* A socket that could not carry its budget's mark is refused: it
+	 * would send uncounted in a budgeted phase (out of memory only). */
+	return w.found ? sf_budget_mark(w.id, sk) : 1;
 }
 
 /*
@@ -730,23 +754,54 @@ int sf_sock_create(struct bpf_sock *sk)
  * (or that the sandbox accepted); other protocols cannot come from a socket
  * sock_create allowed, so they are dropped.
  */
+/*
+ * A packet the backstop lets through, counted against its socket's egress
+ * budget (egress_budget.bpf.h): dropped past it, and the first overrun of
+ * each kind recorded. No task here: softirq context. A function of its
+ * own: its frame is not the backstop's, which stays small.
+ */
+static __noinline int sf_skb_pass(struct __sk_buff *skb,
+				  const struct sf_dest *d, __u32 payload_off)
+{
+	struct sf_budget_drop drop = {};
+	const struct sf_sandbox *sb;
+	struct sf_decision dec = {};
+
+	sf_budget_packet(skb, d, payload_off, &drop);
+	if (!drop.reason)
+		return 1;
+	if (drop.report) {
+		sb = bpf_map_lookup_elem(&sf_sandboxes, &drop.sandbox);
+		sf_set(&dec, SF_VERDICT_DENY, drop.reason, SF_NO_RULE);
+		sf_record(drop.sandbox, d, &dec, sb ? sb->generation : 0,
+			  sb ? sb->ring : SF_MAX_DRIVERS, SF_HOOK_SKB_EGRESS, 0,
+			  false);
+	}
+	return 0;
+}
+
 static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 					struct sf_walk *w, __u32 l4_off)
 {
+	/* Where the payload starts (past the transport header). */
+	__u32 payload_off = l4_off;
+
 	if (w->d.protocol == IPPROTO_TCP) {
 		struct tcphdr th;
 
 		if (bpf_skb_load_bytes(skb, l4_off, &th, sizeof(th)))
 			return 1;
-		if (!th.syn || th.ack)
-			return 1;
 		w->d.port = bpf_ntohs(th.dest);
+		payload_off = l4_off + th.doff * 4;
+		if (!th.syn || th.ack)
+			return sf_skb_pass(skb, &w->d, payload_off);
 	} else if (w->d.protocol == IPPROTO_UDP) {
 		struct udphdr uh;
 
 		if (bpf_skb_load_bytes(skb, l4_off, &uh, sizeof(uh)))
 			return 1;
 		w->d.port = bpf_ntohs(uh.dest);
+		payload_off = l4_off + sizeof(uh);
 	}
 	/* The socket's cgroup, not the current task's: softirq context. */
 	w->skb = skb;
@@ -762,7 +817,7 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 
 		t = sf_dns_target_of(w, true, &filtered);
 		if (t && t->addr == w->d.addr[0] && t->port == w->d.port)
-			return 1;
+			return 1; /* the DNS budget's, not the egress one's */
 	}
 	bpf_loop(SF_MAX_CGROUP_DEPTH - w->start, sf_walk_level_skb, w, 0);
 	if (w->found && w->too_deep)
@@ -776,7 +831,7 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 			  SF_HOOK_SKB_EGRESS, 0, false);
 		return 0;
 	}
-	return 1;
+	return sf_skb_pass(skb, &w->d, payload_off);
 }
 
 SEC("cgroup_skb/egress")

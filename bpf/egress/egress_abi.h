@@ -85,6 +85,10 @@
  * filters' range, sandfence's own sockets or a task too deep to judge.
  * Only together with SF_SB_RESTRICTED. */
 #define SF_SB_AUDIT (1u << 6)
+/* The rollout has an egress budget (sf_budgets): an allowed connect or
+ * datagram is counted against it, and denied past it. Restricted phases
+ * only; the counts carry across phases. */
+#define SF_SB_BUDGET (1u << 7)
 
 /*
  * Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). The map
@@ -337,6 +341,61 @@ struct sf_seen_key {
 };
 SF_STATIC_ASSERT(sizeof(struct sf_seen_key) == 32, "sf_seen_key layout");
 
+/*
+ * Egress budgets (issue 40): what a rollout may send through what its
+ * phases allow, counted in the kernel per sandbox, across phases.
+ * SF_MAX_BUDGET_DESTS destinations are counted host-wide, at most
+ * SF_BUDGET_DESTS_PER_SANDBOX of them for one sandbox: a sandbox past that
+ * sends to no new destination (fail closed), and never crowds out another.
+ */
+#define SF_MAX_BUDGET_DESTS (1u << 16)
+#define SF_BUDGET_DESTS_PER_SANDBOX 1024
+
+/*
+ * Value of sf_budgets, keyed by the sandbox cgroup's id. The controller
+ * writes the limits once, when it adds the sandbox; the programs count in
+ * place with atomics, reserving before they admit (a count never passes
+ * its limit, whatever the CPUs race). 0 in a limit: none.
+ */
+struct sf_budget {
+	__u64 max_connections;
+	__u64 max_bytes;      /* payload bytes sent, every destination */
+	__u64 max_dest_bytes; /* payload bytes sent to one address */
+	__u64 connections;    /* sockets whose connect was allowed */
+	__u64 bytes;          /* payload bytes admitted */
+	__u64 dropped_packets; /* packets dropped past a byte budget */
+	__u64 dropped_bytes;
+	/* Addresses with a count in sf_budget_dests (64 bits: the programs
+	 * are built for every BPF CPU version, which has 64-bit atomics). */
+	__u64 dests;
+	__u32 reported; /* SF_BUDGET_REPORTED_* already recorded */
+	__u32 pad;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_budget) == 72, "sf_budget layout");
+
+/* Which overruns a sandbox's ring has been told of (once each). */
+#define SF_BUDGET_REPORTED_BYTES (1u << 0)
+#define SF_BUDGET_REPORTED_DEST_BYTES (1u << 1)
+#define SF_BUDGET_REPORTED_DESTS (1u << 2)
+
+/* Key of sf_budget_dests: bytes sent by one sandbox to one address. */
+struct sf_budget_dest_key {
+	__u64 sandbox;
+	__u32 addr[4]; /* as in sf_dest: network order, IPv4 in addr[0] */
+};
+SF_STATIC_ASSERT(sizeof(struct sf_budget_dest_key) == 24,
+		 "sf_budget_dest_key layout");
+
+/* On a socket a budgeted sandbox's hook allowed: whose budget its packets
+ * spend, and whether its connection was counted. */
+struct sf_budget_sock {
+	__u64 sandbox;
+	__u32 counted; /* the connection is counted (nested hooks run again) */
+	__u32 pad;
+};
+SF_STATIC_ASSERT(sizeof(struct sf_budget_sock) == 16,
+		 "sf_budget_sock layout");
+
 /* Event records on the sf_events ring buffer. */
 enum sf_event_type {
 	SF_EVENT_NET = 1,
@@ -415,6 +474,13 @@ enum sf_reason {
 	 * another process could hold (shared by fork, dup, SCM_RIGHTS or a
 	 * shared descriptor table) when the connector is killed */
 	SF_REASON_UNIX_UNVERIFIABLE = 21,
+	/* denied: the rollout's egress budget (sf_budget) is spent: its
+	 * connections, its bytes in all, the bytes to this address, or the
+	 * number of addresses it may count */
+	SF_REASON_BUDGET_CONNECTIONS = 22,
+	SF_REASON_BUDGET_BYTES = 23,
+	SF_REASON_BUDGET_DEST_BYTES = 24,
+	SF_REASON_BUDGET_DESTS = 25,
 };
 
 struct sf_net_event {

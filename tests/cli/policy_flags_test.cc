@@ -85,6 +85,10 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{
             "unknown flag", {"p", "--modle", "x"}, "unknown flag \"--modle\""},
         UsageCase{"single-dash flag", {"p", "-m"}, "unknown flag \"-m\""},
+        UsageCase{"budget that is no number",
+                  {"p", "--egress-budget-bytes", "1MiB"},
+                  "--egress-budget-bytes \"1MiB\": not a positive whole "
+                  "number"},
         UsageCase{"missing value", {"p", "--model"}, "--model needs a value"},
         UsageCase{"bool flag with a value",
                   {"p", "--own-netns=yes"},
@@ -371,6 +375,49 @@ TEST(PolicyFlagsAgreeWithThePolicyLanguage, DnsAnswersMayPointAt) {
                 ElementsAre(*IpPrefix::Parse("127.0.0.0/8"),
                             *IpPrefix::Parse("::1")));
   }
+}
+
+// The flags set the policy set's egress_budget field by field: a flag
+// replaces its field, the fields no flag names stay the policy's.
+TEST(PolicyFlagsAgreeWithThePolicyLanguage, EgressBudget) {
+  FakeResolver resolver;
+  PolicyCompiler compiler(&resolver, std::vector<HostPort>{});
+  PolicyFlags flags;
+  FlagParser parser;
+  RegisterPolicyFlags(&parser, &flags);
+  absl::StatusOr<FlagParser::Result> r = parser.Parse(
+      {"--network-access", "model_only", "--model", "http://127.0.0.2:8000/v1",
+       "--egress-budget-connections", "10", "--egress-budget-bytes=1048576",
+       "--egress-budget-bytes-per-address", "65536"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(FinishPolicyFlags(r->positionals, &flags).ok());
+  absl::StatusOr<v1::PolicySet> p = LoadPolicyFromFlags(flags);
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<CompiledPolicy> from_flags =
+      compiler.Compile(*p, flags.endpoints, {});
+  ASSERT_TRUE(from_flags.ok()) << from_flags.status();
+
+  v1::PolicySet written = *p;
+  written.mutable_egress_budget()->set_connections(10);
+  written.mutable_egress_budget()->set_bytes(1048576);
+  written.mutable_egress_budget()->set_bytes_per_address(65536);
+  RolloutEndpoints model;
+  model.model = flags.endpoints.model;
+  absl::StatusOr<CompiledPolicy> from_policy =
+      compiler.Compile(written, model, {});
+  ASSERT_TRUE(from_policy.ok()) << from_policy.status();
+  EXPECT_EQ(from_flags->egress_budget, from_policy->egress_budget);
+  EXPECT_EQ(from_flags->egress_budget, (EgressBudget{10, 1048576, 65536}));
+  EXPECT_EQ(from_flags->phases[0].egress_budget, from_flags->egress_budget);
+  EXPECT_TRUE(from_flags->phases[0].budget_enforced());
+
+  // One flag over a policy's budget replaces that field only.
+  RolloutEndpoints bytes_only = model;
+  bytes_only.egress_budget.set_bytes(5);
+  absl::StatusOr<CompiledPolicy> overlaid =
+      compiler.Compile(written, bytes_only, {});
+  ASSERT_TRUE(overlaid.ok()) << overlaid.status();
+  EXPECT_EQ(overlaid->egress_budget, (EgressBudget{10, 5, 65536}));
 }
 
 TEST(FinishPolicyFlags, InlinePolicyFromTheMode) {

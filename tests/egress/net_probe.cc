@@ -16,7 +16,12 @@
 //     udp-query, udp-connected-query, tcp-query (a DNS client's view: the
 //     answer, and the peer, must be the address it asked; 96 when
 //     getpeername shows another, 97 when the answer's source does),
-//     udp6only-connect (connect on an IPV6_V6ONLY socket)
+//     udp6only-connect (connect on an IPV6_V6ONLY socket),
+//     tcp-upload (connect, then send 8 MiB, each send waiting at most 2 s:
+//     0 when all of it went, the errno of the send that stopped, EAGAIN for
+//     a stall; 100 + errno when the connect failed),
+//     udp-flood (200 datagrams of 1000 bytes by sendto: 0, or the errno of
+//     the first that failed)
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
 // --fork runs the attempt in a grandchild; --join-cgroup moves the process
 // into a (nested) cgroup first; --repeat N --want E makes N attempts and
@@ -138,6 +143,49 @@ int UdpSendto(const Target& t) {
   ssize_t n = sendto(s, msg, sizeof(msg), 0,
                      reinterpret_cast<const sockaddr*>(&t.addr), t.len);
   int err = n >= 0 ? 0 : Errno();
+  close(s);
+  return err;
+}
+
+// The egress budget's tests: an upload the budget must stop (the sender
+// stalls: its packets are dropped, so its socket buffer fills).
+int TcpUpload(const Target& t) {
+  int s = socket(t.family, SOCK_STREAM, 0);
+  if (s < 0) return 100 + Errno();
+  if (connect(s, reinterpret_cast<const sockaddr*>(&t.addr), t.len) != 0) {
+    int err = Errno();
+    close(s);
+    return 100 + err;
+  }
+  timeval tv{2, 0};
+  setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  static char chunk[64 * 1024];
+  memset(chunk, 'u', sizeof(chunk));
+  int err = 0;
+  for (size_t sent = 0; sent < (8u << 20);) {
+    ssize_t n = send(s, chunk, sizeof(chunk), MSG_NOSIGNAL);
+    if (n < 0) {
+      err = Errno();
+      break;
+    }
+    sent += static_cast<size_t>(n);
+  }
+  close(s);
+  return err;
+}
+
+int UdpFlood(const Target& t) {
+  int s = socket(t.family, SOCK_DGRAM, 0);
+  if (s < 0) return Errno();
+  char msg[1000];
+  memset(msg, 'd', sizeof(msg));
+  int err = 0;
+  for (int i = 0; i < 200 && err == 0; i++) {
+    if (sendto(s, msg, sizeof(msg), 0,
+               reinterpret_cast<const sockaddr*>(&t.addr), t.len) < 0) {
+      err = Errno();
+    }
+  }
   close(s);
   return err;
 }
@@ -496,6 +544,8 @@ int RunOp(const std::string& op, const Target& t) {
   if (op == "udp-connected-query") return UdpQuery(t, true);
   if (op == "tcp-query") return TcpQuery(t);
   if (op == "udp6only-connect") return Udp6OnlyConnect(t);
+  if (op == "tcp-upload") return TcpUpload(t);
+  if (op == "udp-flood") return UdpFlood(t);
   if (op == "tcp-serve") return TcpServe(t, g_resume_fd, g_ready_fd);
   if (op == "tcp-connected-send") {
     return TcpConnectedSend(t, g_resume_fd, g_ready_fd);

@@ -366,6 +366,46 @@ TEST_F(RecorderTest, NamesPastTheDnsBudgetFoldIntoOneEntryPerWildcard) {
   EXPECT_TRUE(absl::StrContains(q.detail(), "dns.budget.wildcard_names"));
 }
 
+// The kernel's egress budget counts travel with its counters into the
+// record, and `records show` prints them against the limits.
+TEST_F(RecorderTest, TheEgressBudgetsCountsAreRecordedAndShown) {
+  FakeTime time;
+  auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),
+                                     time.clock(), Quiet());
+  ASSERT_TRUE(rec.ok());
+  SandboxCounters kernel;
+  kernel.budget = EgressBudgetCounts{.limits = {10, 1048576, 0},
+                                     .connections = 3,
+                                     .bytes = 1048000,
+                                     .dropped_packets = 12,
+                                     .dropped_bytes = 700000};
+  auto outcome = (*rec)->Finalize({.kernel = kernel});
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  auto read = ReadRecordFile(Path("r.sfrec"));
+  ASSERT_TRUE(read.ok());
+  ASSERT_TRUE(read->loss().has_egress_budget());
+  const v1::EgressBudgetUse& b = read->loss().egress_budget();
+  EXPECT_EQ(b.max_connections(), 10u);
+  EXPECT_EQ(b.max_bytes(), 1048576u);
+  EXPECT_EQ(b.bytes(), 1048000u);
+  EXPECT_EQ(b.dropped_packets(), 12u);
+  EXPECT_TRUE(absl::StrContains(
+      FormatRecordText(*read),
+      "3 of 10 connections, 1048000 of 1048576 bytes (12 packets dropped "
+      "past it, 700000 bytes)"))
+      << FormatRecordText(*read);
+
+  // Without a budget the record says nothing of one.
+  auto none = RolloutRecorder::Create(Path("n.sfrec"), GymInfo(), GymPolicy(),
+                                      time.clock(), Quiet());
+  ASSERT_TRUE(none.ok());
+  ASSERT_TRUE((*none)->Finalize({.kernel = SandboxCounters{}}).ok());
+  auto plain = ReadRecordFile(Path("n.sfrec"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->loss().has_egress_budget());
+  EXPECT_FALSE(absl::StrContains(FormatRecordText(*plain), "egress budget"));
+}
+
 TEST_F(RecorderTest, DnsQueriesLandInThePhaseWhoseGenerationJudgedThem) {
   FakeTime time;
   auto rec = RolloutRecorder::Create(Path("r.sfrec"), GymInfo(), GymPolicy(),

@@ -336,6 +336,37 @@ void RegisterPolicyFlags(FlagParser* parser, PolicyFlags* flags) {
         return absl::OkStatus();
       },
       /*repeatable=*/true);
+  // The policy set's egress_budget, field by field.
+  struct BudgetFlag {
+    const char* name;
+    const char* help;
+    void (v1::EgressBudget::*set)(uint64_t);
+  };
+  static constexpr BudgetFlag kBudgetFlags[] = {
+      {"egress-budget-connections",
+       "connections the rollout may open, across its phases "
+       "(egress_budget.connections)",
+       &v1::EgressBudget::set_connections},
+      {"egress-budget-bytes",
+       "payload bytes the rollout may send, across its phases; past them "
+       "its packets are dropped (egress_budget.bytes)",
+       &v1::EgressBudget::set_bytes},
+      {"egress-budget-bytes-per-address",
+       "payload bytes the rollout may send to any one address "
+       "(egress_budget.bytes_per_address)",
+       &v1::EgressBudget::set_bytes_per_address},
+  };
+  for (const BudgetFlag& f : kBudgetFlags) {
+    parser->AddValueFlag(
+        f.name, "N", f.help, [flags, f](absl::string_view v) -> absl::Status {
+          uint64_t n = 0;
+          if (!absl::SimpleAtoi(v, &n) || n == 0) {
+            return Usage("not a positive whole number");
+          }
+          (flags->endpoints.egress_budget.*f.set)(n);
+          return absl::OkStatus();
+        });
+  }
   parser->AddBoolFlag("own-netns",
                       "the sandbox has its own network namespace (host "
                       "loopback is unreachable)",

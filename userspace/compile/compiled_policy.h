@@ -87,6 +87,18 @@ struct DnsBudget {
   friend bool operator==(const DnsBudget&, const DnsBudget&) = default;
 };
 
+// What a rollout may send through what its phases allow (the policy set's
+// egress_budget): per sandbox, across phases, counted in the kernel. 0: no
+// limit.
+struct EgressBudget {
+  uint64_t connections = 0;
+  uint64_t bytes = 0;
+  uint64_t bytes_per_address = 0;
+
+  bool any() const { return connections || bytes || bytes_per_address; }
+  friend bool operator==(const EgressBudget&, const EgressBudget&) = default;
+};
+
 // A Unix socket name a phase lets its sandbox reach: a path ("/run/x.sock")
 // or an abstract name (abstract; `name` without the leading NUL).
 struct UnixName {
@@ -141,8 +153,14 @@ struct CompiledPhase {
   // and nothing is denied; each would-deny is reported (SF_SB_AUDIT), and
   // the DNS filter answers the names it would block.
   bool audit_only = false;
+  // The policy set's egress budget (the same in every phase): counted and
+  // enforced where the phase is restricted and enforcing (budget_enforced).
+  EgressBudget egress_budget;
 
   bool restricted() const { return access != v1::INHERIT; }
+  bool budget_enforced() const {
+    return restricted() && !audit_only && egress_budget.any();
+  }
 };
 
 struct CompiledPolicy {
@@ -154,6 +172,7 @@ struct CompiledPolicy {
   // on_switch: CUT_REQUIRED (a host that cannot cut connections at a phase
   // switch refuses the policy).
   bool cut_required = false;
+  EgressBudget egress_budget;
 
   // Whether any phase is audit only (enforce: AUDIT).
   bool HasAuditOnly() const {

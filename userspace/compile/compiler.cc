@@ -94,12 +94,16 @@ absl::StatusOr<CompiledPolicy> PolicyCompiler::Compile(
   out.name = effective.name();
   out.content_hash = PolicyContentHash(effective);
   out.cut_required = effective.on_switch() == v1::CUT_REQUIRED;
+  out.egress_budget = {effective.egress_budget().connections(),
+                       effective.egress_budget().bytes(),
+                       effective.egress_budget().bytes_per_address()};
   for (const v1::Phase& phase : effective.phase()) {
     if (!only_phase.empty() && phase.name() != only_phase) continue;
     absl::StatusOr<CompiledPhase> compiled = CompilePhase(phase, context);
     if (!compiled.ok()) return compiled.status();
     // The policy set's enforce applies where the phase sets none.
     compiled->audit_only = AuditOnly(effective, phase);
+    compiled->egress_budget = out.egress_budget;
     out.phases.push_back(*std::move(compiled));
   }
   if (out.phases.empty()) {

@@ -53,6 +53,26 @@ std::string DroppedWhat(const DroppedGrant& d) {
   return absl::StrCat("tool \"", d.name, "\" (", d.url, ")");
 }
 
+// "egress, the rollout's across phases: at most 100 connections, 1048576
+// bytes, 65536 bytes per address" (and why this phase does not count).
+std::string EgressBudgetText(const CompiledPhase& phase) {
+  const EgressBudget& b = phase.egress_budget;
+  std::vector<std::string> parts;
+  if (b.connections) parts.push_back(absl::StrCat(b.connections, " connections"));
+  if (b.bytes) parts.push_back(absl::StrCat(b.bytes, " bytes"));
+  if (b.bytes_per_address) {
+    parts.push_back(absl::StrCat(b.bytes_per_address, " bytes per address"));
+  }
+  return absl::StrCat(
+      "egress, the rollout's across phases: at most ",
+      absl::StrJoin(parts, ", "),
+      phase.budget_enforced()
+          ? "; past it EPERM, and packets past a byte budget are dropped"
+          : phase.restricted()
+                ? "; not counted or enforced in this phase (audit only)"
+                : "; not counted or enforced in this phase (inherit)");
+}
+
 }  // namespace
 
 std::string FormatDestination(const Rule& rule) {
@@ -173,6 +193,9 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
       absl::StrAppend(&out, name,
                       "  unix  UNCHECKED: every Unix socket is reachable\n");
     }
+    if (phase.egress_budget.any()) {
+      absl::StrAppend(&out, name, "  budget ", EgressBudgetText(phase), "\n");
+    }
     // Default-deny is stated, never implied; so is its absence.
     absl::StrAppend(&out, name,
                     phase.audit_only
@@ -184,6 +207,15 @@ std::string FormatCompiledPolicyText(const CompiledPolicy& policy) {
 }
 
 std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
+  // Only when set, so that other policies' output is as it was.
+  std::string budget;
+  if (policy.egress_budget.any()) {
+    const EgressBudget& b = policy.egress_budget;
+    budget = absl::StrCat(",\n  \"egress_budget\": {\"connections\": ",
+                          b.connections, ", \"bytes\": ", b.bytes,
+                          ", \"bytes_per_address\": ", b.bytes_per_address,
+                          "}");
+  }
   std::vector<std::string> phases;
   for (const CompiledPhase& phase : policy.phases) {
     std::vector<std::string> rules;
@@ -281,7 +313,7 @@ std::string FormatCompiledPolicyJson(const CompiledPolicy& policy) {
   }
   return absl::StrCat("{\n  \"policy\": ", JsonQuote(policy.name),
                       ",\n  \"content_hash\": ", JsonQuote(policy.content_hash),
-                      ",\n  \"phases\": [\n", absl::StrJoin(phases, ",\n"),
+                      budget, ",\n  \"phases\": [\n", absl::StrJoin(phases, ",\n"),
                       "\n  ]\n}\n");
 }
 

@@ -272,6 +272,9 @@ const EgressController::MapSlot EgressController::kMapSlots[] = {
     {"sf_outbound", &Maps::outbound},
     {"sf_levels", &Maps::levels},
     {"sf_doomed", &Maps::doomed},
+    {"sf_budgets", &Maps::budgets},
+    {"sf_budget_dests", &Maps::budget_dests},
+    {"sf_budget_on", &Maps::budget_on},
 };
 
 const EgressController::MapSlot EgressController::kUnixMapSlots[] = {
@@ -824,6 +827,7 @@ EgressController::~EgressController() {
     DeleteLearned(state);
     bpf_map_delete_elem(maps_.dns_targets.get(), &id);
     bpf_map_delete_elem(maps_.counters.get(), &id);
+    budget_maps().Delete(id);
   }
 }
 
@@ -1014,9 +1018,11 @@ SandboxCounters EgressController::TakeCounters(uint64_t cgroup_id) {
   sf_counters c{};
   if (bpf_map_lookup_elem(maps_.counters.get(), &cgroup_id, &c) == 0) {
     out = {c.allowed, c.denied, c.events_lost, c.allowed_unreported,
-           c.audit_denied};
+           c.audit_denied, std::nullopt};
   }
+  out.budget = budget_maps().Read(cgroup_id);
   bpf_map_delete_elem(maps_.counters.get(), &cgroup_id);
+  budget_maps().Delete(cgroup_id);
   return out;
 }
 
@@ -1058,21 +1064,34 @@ absl::StatusOr<uint32_t> EgressController::AddSandbox(
     return Unavailable(absl::StrCat("counters for sandbox ", cgroup.path, ": ",
                                     std::strerror(err)));
   }
-  // The walks must reach this level before the entry and links exist.
-  if (absl::Status s = LowerShallowestLevel(cgroup.level); !s.ok()) {
+  // The budget is the rollout's, written once: phases switch, counts go on.
+  // Its limits exist before any phase can say SF_SB_BUDGET.
+  if (absl::Status s = budget_maps().Set(id, phase.egress_budget); !s.ok()) {
     DeleteEntries(state.entries);
     bpf_map_delete_elem(maps_.counters.get(), &id);
+    return s;
+  }
+  auto undo = [&] {
+    DeleteEntries(state.entries);
+    bpf_map_delete_elem(maps_.counters.get(), &id);
+    budget_maps().Delete(id);
+  };
+  // The walks must reach this level before the entry and links exist.
+  if (absl::Status s = LowerShallowestLevel(cgroup.level); !s.ok()) {
+    undo();
     return s;
   }
   if (absl::Status s = WriteSandbox(id, state, BPF_NOEXIST); !s.ok()) {
-    DeleteEntries(state.entries);
-    if (!absl::IsAlreadyExists(s))
-      bpf_map_delete_elem(maps_.counters.get(), &id);
+    // Another process's sandbox: its counters and budget are not ours.
+    if (absl::IsAlreadyExists(s)) {
+      DeleteEntries(state.entries);
+    } else {
+      undo();
+    }
     return s;
   }
   if (absl::Status s = Attach(cgroup_fd, cgroup, state); !s.ok()) {
-    DeleteEntries(state.entries);
-    bpf_map_delete_elem(maps_.counters.get(), &id);
+    undo();
     return s;
   }
   const uint32_t out = state.generation;
@@ -1163,8 +1182,12 @@ absl::StatusOr<SandboxCounters> EgressController::Counters(
     return absl::NotFoundError(
         absl::StrCat("no counters for cgroup ", cgroup_id));
   }
-  return SandboxCounters{c.allowed, c.denied, c.events_lost,
-                         c.allowed_unreported, c.audit_denied};
+  return SandboxCounters{c.allowed,
+                         c.denied,
+                         c.events_lost,
+                         c.allowed_unreported,
+                         c.audit_denied,
+                         budget_maps().Read(cgroup_id)};
 }
 
 absl::StatusOr<uint32_t> EgressController::Generation(

@@ -37,6 +37,7 @@
 #include "common/unique_fd.h"
 #include "compile/compiled_policy.h"
 #include "egress/egress_abi.h"
+#include "egress/budget.h"
 #include "egress/learned_entries.h"
 #include "egress/net_event.h"
 #include "egress/reaper.h"
@@ -58,6 +59,8 @@ struct SandboxCounters {
   uint64_t allowed_unreported = 0;
   // Of the allowed: what an audit-only phase would have denied.
   uint64_t audit_denied = 0;
+  // The egress budget's limits and counts, when the rollout has one.
+  std::optional<EgressBudgetCounts> budget = std::nullopt;
 };
 
 // A sandbox as the kernel holds it (sf_sandboxes): the truth a process that
@@ -193,6 +196,10 @@ class EgressController {
   size_t SeenCount(uint64_t cgroup_id) const;
 
   absl::StatusOr<SandboxCounters> Counters(uint64_t cgroup_id) const;
+  // Per-address budget counts the kernel holds for the cgroup (a scan).
+  size_t BudgetAddressesForTest(uint64_t cgroup_id) const {
+    return budget_maps().DestCount(cgroup_id);
+  }
   // The generation the sandbox is on now.
   absl::StatusOr<uint32_t> Generation(uint64_t cgroup_id) const;
 
@@ -264,7 +271,8 @@ class EgressController {
   };
   struct Maps {
     UniqueFd sandboxes, counters, seen, exact4, exact6, cidr4, cidr6, rings,
-        dns_targets, learned4, learned6, outbound, levels, doomed;
+        dns_targets, learned4, learned6, outbound, levels, doomed, budgets,
+        budget_dests, budget_on;
     // The unix objects' (-1 where nothing judges Unix sockets; unix_bound
     // only with the cgroup hooks).
     UniqueFd unix_rules, unix_protected, unix_bound, unix_seen;
@@ -274,6 +282,10 @@ class EgressController {
     UniqueFd Maps::*field;
   };
   static const MapSlot kMapSlots[];
+  EgressBudgetMaps budget_maps() const {
+    return {maps_.budgets.get(), maps_.budget_dests.get(),
+            maps_.budget_on.get()};
+  }
   static const MapSlot kUnixMapSlots[];     // the cgroup hooks' object
   static const MapSlot kUnixLsmMapSlots[];  // the BPF LSM object
   // Host-wide programs, pinned with the hooks and attached once per host:

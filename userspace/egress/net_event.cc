@@ -148,8 +148,24 @@ absl::string_view ReasonName(sf_reason reason) {
       return "socket family not judged";
     case SF_REASON_IO_URING:
       return "io_uring (sockets no hook sees)";
+    case SF_REASON_BUDGET_CONNECTIONS:
+      return "budget: connections";
+    case SF_REASON_BUDGET_BYTES:
+      return "budget: bytes";
+    case SF_REASON_BUDGET_DEST_BYTES:
+      return "budget: bytes to this address";
+    case SF_REASON_BUDGET_DESTS:
+      return "budget: addresses counted";
   }
   return "unknown";
+}
+
+bool IsBudgetReason(absl::string_view recorded) {
+  for (sf_reason r : {SF_REASON_BUDGET_CONNECTIONS, SF_REASON_BUDGET_BYTES,
+                      SF_REASON_BUDGET_DEST_BYTES, SF_REASON_BUDGET_DESTS}) {
+    if (recorded == ReasonName(r)) return true;
+  }
+  return false;
 }
 
 std::string ProtocolName(uint8_t protocol) {

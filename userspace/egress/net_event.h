@@ -59,6 +59,9 @@ absl::StatusOr<NetEvent> DecodeNetEvent(const void* data, size_t size);
 
 absl::string_view HookName(sf_hook hook);
 absl::string_view VerdictName(sf_verdict verdict);
+// Whether a recorded reason is an egress budget's (the rules allowed it):
+// "budget: ..." (ReasonName of SF_REASON_BUDGET_*).
+bool IsBudgetReason(absl::string_view recorded);
 absl::string_view ReasonName(sf_reason reason);
 // "tcp", "udp", "icmp", or the number.
 std::string ProtocolName(uint8_t protocol);

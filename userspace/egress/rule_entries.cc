@@ -182,6 +182,7 @@ uint32_t SandboxFlags(const CompiledPhase& phase) {
   if (phase.restricted() && phase.dns_filtered) flags |= SF_SB_DNS_FILTER;
   if (phase.restricted() && phase.unix_checked) flags |= SF_SB_UNIX_CHECKED;
   if (phase.restricted() && phase.audit_only) flags |= SF_SB_AUDIT;
+  if (phase.budget_enforced()) flags |= SF_SB_BUDGET;
   if (phase.loopback == v1::LOOPBACK_DEFAULT) flags |= SF_SB_OWN_LOOPBACK;
   switch (phase.audit_allowed) {
     case v1::Audit::ALL:

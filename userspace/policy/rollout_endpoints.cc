@@ -10,6 +10,8 @@ namespace sandfence {
 
 v1::PolicySet ApplyRolloutEndpoints(v1::PolicySet policy,
                                     const RolloutEndpoints& endpoints) {
+  policy.mutable_egress_budget()->MergeFrom(endpoints.egress_budget);
+  if (policy.egress_budget().ByteSizeLong() == 0) policy.clear_egress_budget();
   for (v1::Phase& phase : *policy.mutable_phase()) {
     for (const std::string& url : endpoints.model) phase.add_model(url);
     for (const v1::ToolGrant& tool : endpoints.tools) {

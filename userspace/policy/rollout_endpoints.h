@@ -25,15 +25,18 @@ struct RolloutEndpoints {
   // --dns-answers-may-point-at: for restricted phases whose DNS is
   // FILTERED (the only ones an answer opens anything in).
   std::vector<std::string> dns_answers_may_point_at = {};
+  // --egress-budget-*: each field set (nonzero) replaces the policy set's.
+  v1::EgressBudget egress_budget = {};
 
   bool empty() const {
     return model.empty() && tools.empty() && allow.empty() && !unix_mode &&
-           unix_allow.empty() && dns_answers_may_point_at.empty();
+           unix_allow.empty() && dns_answers_may_point_at.empty() &&
+           egress_budget.ByteSizeLong() == 0;
   }
 };
 
 // `policy` with every endpoint appended to every phase, after the phase's
-// own. INHERIT phases get them too: they compile to no rules either way, and
+// own, and the budget's fields that are set laid over the policy set's. INHERIT phases get them too: they compile to no rules either way, and
 // the effective policy (and its hash) then does not depend on the modes.
 v1::PolicySet ApplyRolloutEndpoints(v1::PolicySet policy,
                                     const RolloutEndpoints& endpoints);

@@ -668,6 +668,17 @@ v1::LossAccounting RolloutRecorder::Loss() const {
     loss.set_kernel_allowed_unreported(last_counters_->allowed_unreported);
     loss.set_kernel_events_lost(last_counters_->events_lost);
     loss.set_kernel_audit_denied(last_counters_->audit_denied);
+    if (const std::optional<EgressBudgetCounts>& b = last_counters_->budget) {
+      v1::EgressBudgetUse* u = loss.mutable_egress_budget();
+      u->set_max_connections(b->limits.connections);
+      u->set_max_bytes(b->limits.bytes);
+      u->set_max_bytes_per_address(b->limits.bytes_per_address);
+      u->set_connections(b->connections);
+      u->set_bytes(b->bytes);
+      u->set_dropped_packets(b->dropped_packets);
+      u->set_dropped_bytes(b->dropped_bytes);
+      u->set_addresses(b->addresses);
+    }
   }
   loss.set_events_recorded(folder_.total());
   loss.set_reader_dropped(reader_dropped_);

@@ -106,6 +106,11 @@ ReplayVerdict PhaseJudge::Attempt(const v1::NetAttempt& a,
       Is(a.reason(), SF_REASON_TOO_DEEP)) {
     return NotJudged(absl::StrCat("\"", a.reason(), "\": not the policy's"));
   }
+  if (IsBudgetReason(a.reason())) {
+    return NotJudged(absl::StrCat("\"", a.reason(),
+                                  "\": the rollout's egress budget, a count "
+                                  "the rules do not replay"));
+  }
   if (!phase_.restricted()) return Allowed("inherit");
   if (a.hook() == HookName(SF_HOOK_SOCK_CREATE)) {
     return Denied(

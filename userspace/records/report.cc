@@ -458,6 +458,28 @@ void Guard(const v1::RolloutRecord& r, std::string* out) {
   absl::StrAppend(out, t.Render("  "));
 }
 
+// "3 of 10 connections, 1048000 of 1048576 bytes (12 packets dropped,
+// 700000 bytes), 2 addresses (at most 1048576 bytes each)".
+std::string BudgetText(const v1::LossAccounting& l) {
+  const v1::EgressBudgetUse& b = l.egress_budget();
+  auto of = [](uint64_t used, uint64_t max, absl::string_view what) {
+    return max ? absl::StrCat(used, " of ", max, " ", what)
+               : absl::StrCat(used, " ", what, " (no limit)");
+  };
+  std::string out = absl::StrCat(of(b.connections(), b.max_connections(),
+                                    "connections"),
+                                 ", ", of(b.bytes(), b.max_bytes(), "bytes"));
+  if (b.dropped_packets() > 0) {
+    absl::StrAppend(&out, " (", Plural(b.dropped_packets(), "packet", "packets"),
+                    " dropped past it, ", b.dropped_bytes(), " bytes)");
+  }
+  if (b.max_bytes_per_address() > 0) {
+    absl::StrAppend(&out, ", ", Plural(b.addresses(), "address", "addresses"),
+                    " (at most ", b.max_bytes_per_address(), " bytes each)");
+  }
+  return out;
+}
+
 void Losses(const v1::RolloutRecord& r, std::string* out) {
   const v1::LossAccounting& l = r.loss();
   absl::StrAppend(out, "\nlosses\n");
@@ -474,6 +496,7 @@ void Losses(const v1::RolloutRecord& r, std::string* out) {
                                         " would have been denied: audit only"),
                      ")", r.complete() ? "" : " at the last snapshot")
                : std::string("not read")});
+  if (l.has_egress_budget()) t.Add({"egress budget", BudgetText(l)});
   if (l.supervisor_decided() > 0) {
     t.Add({"supervisor judged",
            absl::StrCat(Plural(l.supervisor_decided(), "socket call",

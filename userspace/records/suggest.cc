@@ -288,6 +288,11 @@ void PhaseLearning::LearnAttempt(size_t r, const v1::NetAttempt& a) {
     return Note("attempts in overflow entries: no destination kept", n, denied,
                 r);
   }
+  if (IsBudgetReason(reason)) {
+    return Note("attempts past the egress budget: the rules allowed them, "
+                "no grant is missing",
+                n, denied, r);
+  }
   if (is(SF_REASON_NO_SANDBOX) || is(SF_REASON_TOO_DEEP)) {
     return Note(absl::StrCat("attempts judged \"", reason,
                              "\": no policy decides these"),
