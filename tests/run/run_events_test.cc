@@ -145,6 +145,37 @@ TEST_F(RunEventsTest, AnAllowedAndADeniedConnectAreLinesOfTheFile) {
   EXPECT_EQ(ended, 1);
 }
 
+// The egress budget from the command line: the second connection to the
+// model is past a budget of one, denied with the budget's reason, a line of
+// the stream; the record holds the counts and `records show` prints them.
+TEST_F(RunEventsTest, AConnectPastTheEgressBudgetIsADeniedLine) {
+  const std::string events = dir_->Path("events.jsonl");
+  const std::string record = dir_->Path("budget.sfrec");
+  const std::string port = std::to_string(model_.port);
+  Result r = Sandfence(
+      {"run", "--network-access", "model_only", "--model", ModelUrl(),
+       "--egress-budget-connections", "1", "--events-out", events, "--record",
+       record, "--", "bash", "-c",
+       absl::StrCat("exec 3<>/dev/tcp/127.0.0.2/", port,
+                    " && echo first-reached; exec 4<>/dev/tcp/127.0.0.2/",
+                    port, " || echo second-refused")});
+  ASSERT_EQ(r.status, 0) << OneLine(r);
+  EXPECT_TRUE(absl::StrContains(r.out, "first-reached")) << OneLine(r);
+  EXPECT_TRUE(absl::StrContains(r.out, "second-refused")) << OneLine(r);
+  int past = 0;
+  for (const Struct& l : ParseLines(Slurp(events))) {
+    if (Str(l, "kind") == "network" && Str(l, "verdict") == "denied" &&
+        Str(l, "reason") == "budget: connections") {
+      ++past;
+      EXPECT_EQ(Str(Sub(l, "destination"), "address"), "127.0.0.2");
+    }
+  }
+  EXPECT_EQ(past, 1) << Slurp(events);
+  Result show = Sandfence({"records", "show", record});
+  ASSERT_EQ(show.status, 0) << OneLine(show);
+  EXPECT_TRUE(absl::StrContains(show.out, "1 of 1 connections")) << show.out;
+}
+
 TEST_F(RunEventsTest, StandardOutputAndOcsf) {
   Result r =
       Sandfence({"run", "--network-access", "model_only", "--model", ModelUrl(),
