@@ -11,7 +11,10 @@
 // then the kernel's own run time per program run. The landlock layer
 // (issue 32) has no host-wide program: its rows are a caller confined the
 // way `sandfence run` confines its command, and a caller outside beside a
-// confined process.
+// confined process. The Unix socket checks (issue 33) likewise: a sandbox
+// whose Unix paths go through run's supervisor adds nothing on the host,
+// where the bind tracker (kept for the daemon's sandboxes) is a program on
+// every system call's exit: a caller outside beside each.
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,12 +25,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/allowlist.h"
 #include "bench/fillers.h"
 #include "bench/host.h"
 #include "bench/suites.h"
 #include "bench/worker.h"
 #include "common/cgroup.h"
 #include "confine/confine.h"
+#include "egress/egress_controller.h"
 #include "egress/spawn.h"
 #include "guard/guard_controller.h"
 
@@ -46,6 +51,7 @@ class GuardSuite {
     // Detach before the cgroups go: the guard holds nothing of them, but
     // its programs should not outlive the measurement.
     if (attached_) guard_->RemoveSandbox(guarded_->id()).IgnoreError();
+    SetUnix(UnixMode::kNone).IgnoreError();
     if (sleeper_ > 0) {
       ::kill(sleeper_, SIGKILL);
       WaitForExit(sleeper_).IgnoreError();
@@ -58,6 +64,10 @@ class GuardSuite {
       const Cgroup& where, int batches,
       const PreparedConfinement* confine = nullptr);
   absl::Status SetGuarded(bool on);
+  // The Unix socket checks on a sandbox of their own: none, run's (the
+  // supervisor brokers paths: no bind tracker), or with the bind tracker.
+  enum class UnixMode { kNone, kBrokered, kTracker };
+  absl::Status SetUnix(UnixMode mode);
   absl::Status PrepareLandlock();
   absl::Status MeasureProgramCost(double baseline_getppid);
 
@@ -69,15 +79,46 @@ class GuardSuite {
   pid_t sleeper_ = -1;  // a confined process, alive while the suite runs
   std::string variant_;
   bool attached_ = false;  // the guarded sandbox is added
+  std::optional<Cgroup> unix_box_;
+  std::unique_ptr<EgressController> unix_egress_;
+  UnixMode unix_mode_ = UnixMode::kNone;
 };
+
+absl::Status GuardSuite::SetUnix(UnixMode mode) {
+  if (mode == unix_mode_) return absl::OkStatus();
+  if (unix_egress_ != nullptr) {
+    unix_egress_->RemoveSandbox(unix_box_->id()).IgnoreError();
+    unix_egress_.reset();  // the tracker's link goes with its controller
+  }
+  unix_mode_ = UnixMode::kNone;
+  if (mode == UnixMode::kNone) return absl::OkStatus();
+  EgressOptions options;
+  options.unix_bind_tracker = mode == UnixMode::kTracker;
+  absl::StatusOr<std::unique_ptr<EgressController>> c =
+      EgressController::Create(BenchHost(), options);
+  if (!c.ok()) return c.status();
+  CompiledPhase phase = DenyAllPhase();
+  phase.unix_checked = true;
+  absl::StatusOr<uint32_t> added =
+      (*c)->AddSandbox(unix_box_->fd(), unix_box_->ref(), phase);
+  if (!added.ok()) return added.status();
+  if (absl::Status s = (*c)->SetUnixTraits(
+          unix_box_->id(), {.broker = mode == UnixMode::kBrokered});
+      !s.ok()) {
+    return s;
+  }
+  unix_egress_ = *std::move(c);
+  unix_mode_ = mode;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Samples> GuardSuite::RunWorker(
     const Cgroup& where, int batches, const PreparedConfinement* confine) {
-  absl::StatusOr<Worker> w = Worker::Start(
-      o_.worker, where.fd(),
-      {"syscalls", "--batches", absl::StrCat(batches), "--batch",
-       absl::StrCat(o_.guard_batch)},
-      {}, confine);
+  absl::StatusOr<Worker> w =
+      Worker::Start(o_.worker, where.fd(),
+                    {"syscalls", "--batches", absl::StrCat(batches), "--batch",
+                     absl::StrCat(o_.guard_batch)},
+                    {}, confine);
   if (!w.ok()) return w.status();
   absl::StatusOr<std::string> out = w->Finish();
   if (!out.ok()) return out.status();
@@ -88,10 +129,9 @@ absl::StatusOr<Samples> GuardSuite::RunWorker(
 // detaches them when its last one goes (GuardController).
 absl::Status GuardSuite::SetGuarded(bool on) {
   if (on == attached_) return absl::OkStatus();
-  absl::Status s =
-      on ? guard_->AddSandbox(
-               {.cgroup_id = guarded_->id(), .level = guarded_->level()})
-         : guard_->RemoveSandbox(guarded_->id());
+  absl::Status s = on ? guard_->AddSandbox({.cgroup_id = guarded_->id(),
+                                            .level = guarded_->level()})
+                      : guard_->RemoveSandbox(guarded_->id());
   if (s.ok()) attached_ = on;
   return s;
 }
@@ -122,8 +162,9 @@ absl::Status GuardSuite::PrepareLandlock() {
 }
 
 absl::Status GuardSuite::Run() {
-  for (auto [slot, name] :
-       {std::pair{&outside_, "outside"}, {&guarded_, "guarded"}}) {
+  for (auto [slot, name] : {std::pair{&outside_, "outside"},
+                            {&guarded_, "guarded"},
+                            {&unix_box_, "unix"}}) {
     absl::StatusOr<Cgroup> cg =
         Cgroup::Create(absl::StrCat(o_.cgroup_root, "/", name));
     if (!cg.ok()) return cg.status();
@@ -152,6 +193,7 @@ absl::Status GuardSuite::Run() {
     bool in_guarded = false;
     const PreparedConfinement* confine = nullptr;
     std::string note;
+    UnixMode unix = UnixMode::kNone;
   };
   // name, attach, in_guarded, confine, note
   std::vector<Variant> variants = {
@@ -163,8 +205,24 @@ absl::Status GuardSuite::Run() {
     variants.push_back({"landlock+seccomp, caller confined", false, false,
                         &*confinement_, ""});
     variants.push_back({"landlock+seccomp, caller outside", false, false,
-                        nullptr,
-                        "beside a Landlock+seccomp-confined process"});
+                        nullptr, "beside a Landlock+seccomp-confined process"});
+  }
+  // Unix checks where the cgroup hooks judge them (what run brokers).
+  if (KernelHasUnixHooks()) {
+    variants.push_back({"unix checks (run's supervisor), caller outside", false,
+                        false, nullptr,
+                        "a sandbox checking Unix sockets beside it, its paths "
+                        "brokered: no bind tracker",
+                        UnixMode::kBrokered});
+    variants.push_back({"unix checks (bind tracker), caller outside", false,
+                        false, nullptr,
+                        "a sandbox checking Unix sockets beside it, with the "
+                        "host-wide bind tracker the daemon's sandboxes use",
+                        UnixMode::kTracker});
+  } else {
+    report_->Note(
+        "guard suite: no unix rows: this kernel has no cgroup "
+        "connect_unix hooks (Linux 6.7+)");
   }
   const size_t n = variants.size();
   std::vector<Samples> samples(n);
@@ -175,6 +233,7 @@ absl::Status GuardSuite::Run() {
       const size_t v = (i + round) % n;
       if (g_interrupted) return absl::CancelledError("interrupted");
       if (absl::Status s = SetGuarded(variants[v].attach); !s.ok()) return s;
+      if (absl::Status s = SetUnix(variants[v].unix); !s.ok()) return s;
       absl::StatusOr<Samples> got =
           RunWorker(variants[v].in_guarded ? *guarded_ : *outside_,
                     o_.guard_batches, variants[v].confine);
@@ -214,8 +273,8 @@ absl::Status GuardSuite::Run() {
 
       // "guard (signal) overhead, caller outside", ...
       const size_t comma = name.find(", ");
-      row.variant = absl::StrCat(name.substr(0, comma), " overhead",
-                                 name.substr(comma));
+      row.variant =
+          absl::StrCat(name.substr(0, comma), " overhead", name.substr(comma));
       row.stats = Summarize(overhead[v][op]);
       row.baseline.clear();
       row.baseline_median = 0;
@@ -223,6 +282,7 @@ absl::Status GuardSuite::Run() {
       report_->Add(row);
     }
   }
+  if (absl::Status s = SetUnix(UnixMode::kNone); !s.ok()) return s;
   if (absl::Status s = SetGuarded(true); !s.ok()) return s;
   absl::Status s = MeasureProgramCost(Summarize(samples[0]["getppid"]).median);
   SetGuarded(false).IgnoreError();

@@ -89,6 +89,17 @@
  * datagram is counted against it, and denied past it. Restricted phases
  * only; the counts carry across phases. */
 #define SF_SB_BUDGET (1u << 7)
+/* Every process of the sandbox connects to Unix paths through sandfence's
+ * supervisor (seccomp user notification), which checks the socket the path
+ * reaches and connects on the sandbox's behalf (sf_unix_brokered). The
+ * hooks then never take a path for the sandbox's own by its name: no bind
+ * tracker is needed. Only with SF_SB_UNIX_CHECKED. */
+#define SF_SB_UNIX_BROKER (1u << 8)
+/* Every process of the sandbox is in a Landlock domain that scopes
+ * abstract Unix sockets (ABI 6+): the kernel refuses one bound outside the
+ * domain, so an abstract name the phase does not list is the sandbox's own
+ * or unreachable. Only with SF_SB_UNIX_CHECKED. */
+#define SF_SB_UNIX_SCOPED (1u << 9)
 
 /*
  * Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). The map
@@ -281,6 +292,9 @@ SF_STATIC_ASSERT(sizeof(struct sf_dns_orig) == 28, "sf_dns_orig layout");
 #define SF_MAX_UNIX_PROTECTED 64
 /* Names bound inside sandboxes (LRU: an evicted one is denied). */
 #define SF_MAX_UNIX_BOUND 65536
+/* Connects the supervisor is making on a sandbox's behalf
+ * (sf_unix_brokered: socket cookie -> the supervisor thread's pid_tgid). */
+#define SF_MAX_UNIX_BROKERED 1024
 
 /*
  * The key of the name maps. A path is its bytes (len 0: a path ends at its
@@ -481,6 +495,12 @@ enum sf_reason {
 	SF_REASON_BUDGET_BYTES = 23,
 	SF_REASON_BUDGET_DEST_BYTES = 24,
 	SF_REASON_BUDGET_DESTS = 25,
+	/* allowed: a path whose socket is held inside the sandbox, connected
+	 * by sandfence's supervisor on the sandbox's behalf (SF_SB_UNIX_BROKER) */
+	SF_REASON_UNIX_OWN_SOCKET = 26,
+	/* allowed: an abstract name the phase does not list, in a sandbox whose
+	 * Landlock domain refuses those bound outside it (SF_SB_UNIX_SCOPED) */
+	SF_REASON_UNIX_SCOPED = 27,
 };
 
 struct sf_net_event {

@@ -81,6 +81,18 @@ struct {
 	__type(value, struct sf_unix_binder);
 } sf_unix_bound SEC(".maps");
 
+/* Connects sandfence's supervisor makes on a sandbox's behalf, to a path
+ * whose socket it checked is held inside the sandbox (SF_SB_UNIX_BROKER):
+ * written just before the connect, for that socket and that supervisor
+ * thread only, so a connect the agent makes meanwhile on the same socket
+ * (another thread) finds nothing here. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SF_MAX_UNIX_BROKERED);
+	__type(key, __u64);   /* the socket's cookie */
+	__type(value, __u64); /* the supervisor thread's pid_tgid */
+} sf_unix_brokered SEC(".maps");
+
 /* Before 6.13, struct file counted its references in f_count. */
 struct file___f_count {
 	atomic_long_t f_count;
@@ -109,6 +121,15 @@ static __always_inline bool sf_unix_held_alone(struct bpf_sock_addr_kern *sa)
 		refs = BPF_CORE_READ((struct file___f_count *)f,
 				     f_count.counter);
 	return refs == 1;
+}
+
+/* Whether the sandbox reaches its own paths only through the supervisor
+ * (SF_SB_UNIX_BROKER), which checks the socket reached: never by name. */
+static __always_inline bool sf_unix_brokered_only(__u64 id)
+{
+	const struct sf_sandbox *sb = bpf_map_lookup_elem(&sf_sandboxes, &id);
+
+	return sb && (sb->flags & SF_SB_UNIX_BROKER);
 }
 
 /* The hooks' walk (bpf_loop's context). */
@@ -140,6 +161,19 @@ static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 	struct sf_unix_walk *w = &h.w;
 	struct sf_unix_binder *b;
 	int level;
+
+	/* The supervisor's own connect for a sandbox: decided (and recorded)
+	 * by it; this thread is outside every sandbox, so the walk below
+	 * would find none. */
+	if (hook == SF_HOOK_CONNECT_UNIX) {
+		__u64 cookie = bpf_get_socket_cookie(ctx);
+		__u64 *broker = bpf_map_lookup_elem(&sf_unix_brokered, &cookie);
+
+		if (broker && *broker == bpf_get_current_pid_tgid()) {
+			bpf_map_delete_elem(&sf_unix_brokered, &cookie);
+			return 1;
+		}
+	}
 
 	sf_unix_name(sa->uaddr, sa->uaddrlen, &w->key);
 	w->too_deep =
@@ -173,6 +207,16 @@ static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 		sf_unix_record(w, hook, ctx->type);
 		return 0;
 	}
+	/* After the walk, not in it (sf_unix_level): each branch there is
+	 * verified once per caller state, and two more took the verifier past
+	 * its limit. The deciding sandbox's flags are w->flags. An abstract
+	 * name it does not list, in a sandbox whose Landlock domain refuses
+	 * those bound outside it: the kernel leaves it to Landlock. */
+	if (w->dec.verdict == SF_VERDICT_DENY &&
+	    w->dec.reason == SF_REASON_NO_RULE && w->key.abstract &&
+	    (w->flags & SF_SB_UNIX_SCOPED))
+		sf_unix_set(&w->dec, SF_VERDICT_ALLOW, SF_REASON_UNIX_SCOPED,
+			    SF_NO_RULE);
 	if (w->too_deep)
 		sf_unix_set(&w->dec, SF_VERDICT_DENY, SF_REASON_TOO_DEEP,
 			    SF_NO_RULE);
@@ -185,7 +229,8 @@ static __always_inline int sf_unix_hook(struct bpf_sock_addr *ctx, __u8 hook)
 	 * the name as its own refuses both otherwise. An abstract name
 	 * cannot be swapped while the tracker sees every bind. */
 	if (w->dec.verdict != SF_VERDICT_DENY && w->own_id && !w->key.abstract &&
-	    (hook == SF_HOOK_SENDMSG_UNIX || !sf_unix_held_alone(sa))) {
+	    (hook == SF_HOOK_SENDMSG_UNIX || sf_unix_brokered_only(w->own_id) ||
+	     !sf_unix_held_alone(sa))) {
 		sf_unix_set(&w->dec, SF_VERDICT_DENY,
 			    SF_REASON_UNIX_UNVERIFIABLE, SF_NO_RULE);
 		w->id = w->own_id;

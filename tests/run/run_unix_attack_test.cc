@@ -1,16 +1,19 @@
 // Issue 33's four attacks on the Unix-socket checks, as an unprivileged
 // agent would make them under `sandfence run`'s defaults (model_only, the
 // landlock guard): a host socket the phase does not list must not answer.
-//   1. io_uring's IORING_OP_CONNECT (no connect(2) exit to check at):
+//   1. io_uring's IORING_OP_CONNECT (no connect(2) to hand over):
 //      io_uring_setup is refused (the guard's seccomp; without a guard, the
 //      socket-family supervisor in a restricted phase).
 //   2. and 4. a tmpfs or a bind mount over a path, in a user and mount
 //      namespace of the agent's own: unshare is refused (the guard).
-//   3. the swap with a fork: the shared socket's connect is refused before
-//      it is made, so the parent's copy is never connected.
-// And the plain swap (killed at the connect's exit, recorded with the name
-// the outside socket was bound to), and a listed path (reached: the
-// control). The outside service counts every connection it accepts.
+//   3. the swap with a fork: refused before anything is reached.
+// And the plain swap (a link where the agent's own socket was), a relative
+// name resolved in another directory, an address too short for the
+// supervisor to see: each refused before the host's service accepts
+// anything, since run's supervisor judges the socket a path reaches
+// (confine/unix_broker.h) and the hooks never take a path for the
+// sandbox's own by its name. The controls: a multi-threaded program
+// reaches its own socket, and a listed path is reached.
 //
 // Every socket is a Unix socket in a directory this test makes.
 #include <poll.h>
@@ -100,7 +103,8 @@ class RunUnixAttackTest : public ::testing::Test {
   }
   void TearDown() override {
     ::unlink(record_.c_str());
-    for (const char* leaf : {"own-plain.sock", "own-fork.sock"}) {
+    for (const char* leaf :
+         {"own-plain.sock", "own-fork.sock", "own-threaded.sock", "o16.sock"}) {
       ::unlink(absl::StrCat(dir_, "/", leaf).c_str());
     }
     ::rmdir(dir_.c_str());
@@ -123,12 +127,12 @@ TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
   {
     CountingService host(host_path);
     CountingService listed(listed_path);
-    run = Sandfence(
-        {"run", "--network-access", "model_only", "--model",
-         "http://127.0.0.2:9/v1", "--unix-allow", listed_path, "--user",
-         "65534", "--record", record_, "--", "/usr/bin/python3",
-         SANDFENCE_SOURCE "/tests/run/unix_attacks.py", dir_, host_path,
-         listed_path});
+    run = Sandfence({"run", "--network-access", "model_only", "--model",
+                     "http://127.0.0.2:9/v1", "--unix-allow", listed_path,
+                     "--user", "65534", "--record", record_, "--",
+                     "/usr/bin/python3",
+                     SANDFENCE_SOURCE "/tests/run/unix_attacks.py", dir_,
+                     host_path, listed_path});
     host_accepted = host.accepted();
     listed_accepted = listed.accepted();
   }
@@ -139,24 +143,36 @@ TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
     int code = -1;
     if (f.size() == 2 && absl::SimpleAtoi(f[1], &code)) got[f[0]] = code;
   }
-  ASSERT_EQ(got.size(), 5u) << run.out << run.err;
+  ASSERT_EQ(got.size(), 8u) << run.out << run.err;
   EXPECT_EQ(got["io_uring"], EPERM) << "attack 1's ring";
   EXPECT_EQ(got["userns_mount"], EPERM) << "attacks 2 and 4's namespaces";
-  EXPECT_EQ(got["swap_plain"], 128 + SIGKILL) << "the plain swap";
+  EXPECT_EQ(got["swap_plain"], EPERM) << "the plain swap (0: it talked)";
   EXPECT_EQ(got["fork_swap"], EPERM) << "attack 3 (0: the parent talked)";
+  EXPECT_EQ(got["relative_swap"], EPERM) << "a relative name elsewhere";
+  EXPECT_EQ(got["short_address"], EPERM)
+      << "an own path by name, past the supervisor";
+  EXPECT_EQ(got["own_threaded"], 0)
+      << "the control: a threaded program reaches its own socket";
   EXPECT_EQ(got["listed"], 0) << "the control: a listed path is reached";
   EXPECT_EQ(listed_accepted, 1);
-  // The plain swap's connection existed for the instant before the kill
-  // (the service may have accepted it); it never answered the agent.
-  EXPECT_LE(host_accepted, 1) << "the host service was reached again";
+  EXPECT_EQ(host_accepted, 0) << "the host's service accepted a connection";
 
   Result show = Sandfence({"records", "show", "--json", record_});
   ASSERT_EQ(show.status, 0) << show.err;
-  // The swap is recorded with the name the outside socket was bound to.
-  EXPECT_TRUE(absl::StrContains(show.out, host_path)) << show.out;
+  // Each refusal is recorded with the name the agent gave; the threaded
+  // connect as the supervisor's, with its reason.
+  for (const std::string& name :
+       {absl::StrCat(dir_, "/own-plain.sock"),
+        absl::StrCat(dir_, "/own-fork.sock"), std::string("host.sock"),
+        std::string("o16.sock")}) {
+    EXPECT_TRUE(absl::StrContains(show.out, absl::StrCat("\"", name, "\"")))
+        << name << "\n"
+        << show.out;
+  }
   EXPECT_TRUE(absl::StrContains(
-      show.out, "unix peer outside the sandbox (killed)")) << show.out;
-  EXPECT_TRUE(absl::StrContains(show.out, "unix own path, not verifiable"))
+      show.out, "unix socket of the sandbox (checked by the supervisor)"))
+      << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "\"supervisor_decided\": \"1\""))
       << show.out;
 }
 

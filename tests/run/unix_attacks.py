@@ -102,6 +102,74 @@ def fork_swap(d, host):
     return child if child != 0 else 254
 
 
+def relative_swap(d, host):
+    """A relative name is a name in the working directory: the agent binds
+    its own "host.sock" elsewhere, then connects to "host.sock" from the
+    directory where the host's socket has that name."""
+    own_dir = os.path.join(d, "rel")
+    os.mkdir(own_dir)
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(os.path.join(own_dir, os.path.basename(host)))
+    own.listen(1)
+    os.chdir(os.path.dirname(host))
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect(os.path.basename(host))
+    finally:
+        own.close()
+        os.unlink(os.path.join(own_dir, os.path.basename(host)))
+        os.rmdir(own_dir)
+    return 0 if answered(c) else 254
+
+
+def short_address(d):
+    """A connect whose address is as long as an inet one (16 bytes) is not
+    handed to the supervisor: its own path must not be reached that way,
+    by name (it would be a way round the check of the socket reached)."""
+    os.chdir(d)
+    name = b"o16.sock"
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(name.decode())
+    own.listen(1)
+    addr = ctypes.create_string_buffer(2 + 14)
+    addr[0:2] = socket.AF_UNIX.to_bytes(2, "little")
+    addr[2:2 + len(name)] = name
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    rc = libc.connect(c.fileno(), addr, 16)
+    err = ctypes.get_errno()
+    own.close()
+    os.unlink(name.decode())
+    return 0 if rc == 0 else err
+
+
+def own_threaded(d):
+    """The control: a multi-threaded program reaches its own path (through
+    the supervisor, which checks the socket reached)."""
+    import threading
+    name = os.path.join(d, "own-threaded.sock")
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(name)
+    own.listen(1)
+
+    def serve():
+        s, _ = own.accept()
+        s.send(s.recv(1))
+        s.close()
+    t = threading.Thread(target=serve)
+    t.start()
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect(name)
+    except OSError as e:
+        own.close()
+        return e.errno
+    code = 0 if answered(c) else 254
+    t.join()
+    own.close()
+    os.unlink(name)
+    return code
+
+
 def listed(path):
     c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -113,11 +181,15 @@ def listed(path):
 
 def main():
     d, host, listed_path = sys.argv[1:4]
+    libc.connect.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     print("io_uring", io_uring())
     print("userns_mount", in_child(userns_mount))
     print("swap_plain", in_child(lambda: swap_plain(d, host)))
     print("fork_swap", fork_swap(d, host))
+    print("relative_swap", in_child(lambda: relative_swap(d, host)))
+    print("short_address", in_child(lambda: short_address(d)))
+    print("own_threaded", own_threaded(d))
     print("listed", listed(listed_path))
     sys.stdout.flush()
 

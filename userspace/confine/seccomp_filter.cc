@@ -259,8 +259,8 @@ bool IsJudgedSocketFamily(int family) {
 std::vector<sock_filter> BuildSocketFamilyFilter() {
   using L = Assembler::Label;
   Assembler a;
-  const L x86_64 = a.NewLabel(), i386 = a.NewLabel(), family = a.NewLabel(),
-          notify = a.NewLabel(), allow = a.NewLabel();
+  const L x86_64 = a.NewLabel(), i386 = a.NewLabel(), connect = a.NewLabel(),
+          family = a.NewLabel(), notify = a.NewLabel(), allow = a.NewLabel();
   a.Load(kOffArch);
   a.Jump(BPF_JEQ, AUDIT_ARCH_X86_64, x86_64, Assembler::kNext);
   a.Jump(BPF_JEQ, AUDIT_ARCH_I386, i386, allow);
@@ -271,6 +271,7 @@ std::vector<sock_filter> BuildSocketFamilyFilter() {
   a.And(~kX32SyscallBit);
   a.Jump(BPF_JEQ, __NR_socket, family, Assembler::kNext);
   a.Jump(BPF_JEQ, __NR_socketpair, family, Assembler::kNext);
+  a.Jump(BPF_JEQ, __NR_connect, connect, Assembler::kNext);
   a.Jump(BPF_JEQ, __NR_io_uring_setup, notify, allow);
 
   // The 32-bit entry: socketcall's arguments are in memory, out of the
@@ -279,8 +280,16 @@ std::vector<sock_filter> BuildSocketFamilyFilter() {
   a.Load(kOffNr);
   a.Jump(BPF_JEQ, kI386Socket, family, Assembler::kNext);
   a.Jump(BPF_JEQ, kI386Socketpair, family, Assembler::kNext);
+  a.Jump(BPF_JEQ, kI386Connect, connect, Assembler::kNext);
   a.Jump(BPF_JEQ, kI386Socketcall, notify, Assembler::kNext);
   a.Jump(BPF_JEQ, __NR_io_uring_setup, notify, allow);
+
+  // The address length (an int: the low 32 bits): inet connects, the
+  // common case, never wait for the supervisor.
+  a.Bind(connect);
+  a.Load(ArgLow(2));
+  a.Jump(BPF_JEQ, kInetAddrLen, allow, Assembler::kNext);
+  a.Jump(BPF_JEQ, kInet6AddrLen, allow, notify);
 
   // The kernel reads the family as an int: the low 32 bits.
   a.Bind(family);

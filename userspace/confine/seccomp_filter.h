@@ -140,6 +140,12 @@ bool IsJudgedSocketFamily(int family);
 inline constexpr int kI386Socketcall = 102;
 inline constexpr int kI386Socket = 359;
 inline constexpr int kI386Socketpair = 360;
+inline constexpr int kI386Connect = 362;
+// The address lengths of sockaddr_in and sockaddr_in6: a connect with one
+// of them is left to the kernel's hooks (an AF_UNIX path that short is
+// judged by its name there, never taken for the sandbox's own).
+inline constexpr uint32_t kInetAddrLen = 16;
+inline constexpr uint32_t kInet6AddrLen = 28;
 
 // The socket-family filter, apart from the guard's (installed whatever the
 // guard, with a listener: confine/socket_supervisor.h). It passes every
@@ -150,6 +156,8 @@ inline constexpr int kI386Socketpair = 360;
 //   socketcall            the 32-bit multiplexer: arguments in memory
 //   io_uring_setup        its IORING_OP_SOCKET creates sockets without
 //                         the socket() system call
+//   connect               with an address length other than an inet
+//                         one's (confine/unix_broker.h: Unix paths)
 // The supervisor answers each by the phase the sandbox is in when it asks.
 std::vector<sock_filter> BuildSocketFamilyFilter();
 

@@ -73,6 +73,7 @@ const char* SocketCallName(SocketAttempt::Call call) {
     case SocketAttempt::Call::kSocketpair: return "socketpair";
     case SocketAttempt::Call::kSocketcall: return "socketcall";
     case SocketAttempt::Call::kIoUringSetup: return "io_uring_setup";
+    case SocketAttempt::Call::kConnect: return "connect";
   }
   return "unknown";
 }
@@ -82,8 +83,17 @@ int InstallSocketFamilyFilter(const std::vector<sock_filter>& program) noexcept 
       .len = static_cast<unsigned short>(program.size()),
       .filter = const_cast<sock_filter*>(program.data()),
   };
-  const long fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                            SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  // Once the supervisor has taken a call, only a fatal signal ends the
+  // wait (5.19+): a connect it makes on the caller's behalf is never
+  // restarted behind its back by a handler's signal.
+  long fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                      SECCOMP_FILTER_FLAG_NEW_LISTENER |
+                          SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+                      &prog);
+  if (fd < 0 && errno == EINVAL) {
+    fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                   SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  }
   return fd < 0 ? -errno : static_cast<int>(fd);
 }
 
@@ -134,7 +144,7 @@ absl::StatusOr<UniqueFd> ReceiveFd(int channel) {
 }
 
 absl::StatusOr<std::optional<SocketAttempt>> SocketSupervisor::AnswerOne(
-    bool restricted) {
+    bool restricted, const UnixBroker* broker) {
   struct seccomp_notif req;
   std::memset(&req, 0, sizeof(req));  // NOTIF_RECV wants it zeroed
   if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
@@ -148,6 +158,30 @@ absl::StatusOr<std::optional<SocketAttempt>> SocketSupervisor::AnswerOne(
   const bool i386 = req.data.arch == AUDIT_ARCH_I386;
   const uint32_t arg0 = static_cast<uint32_t>(req.data.args[0]);
   const uint32_t arg1 = static_cast<uint32_t>(req.data.args[1]);
+  if (i386 ? nr == kI386Connect : nr == __NR_connect) {
+    if (broker != nullptr) {
+      UnixBrokerOutcome o = broker->Decide(listener_.get(), req);
+      if (o.answered) {
+        a.call = SocketAttempt::Call::kConnect;
+        a.family = AF_UNIX;
+        a.type = o.sock_type;
+        a.unix_path = std::move(o.path);
+        a.peer_inode = o.peer_inode;
+        a.error = o.error;
+        return a;
+      }
+    }
+    // The kernel's hooks judge it (and record it).
+    struct seccomp_notif_resp resp;
+    std::memset(&resp, 0, sizeof(resp));
+    resp.id = req.id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 &&
+        errno != ENOENT) {
+      return ErrnoError(errno, "SECCOMP_IOCTL_NOTIF_SEND");
+    }
+    return std::nullopt;
+  }
   if (nr == __NR_io_uring_setup) {
     a.call = SocketAttempt::Call::kIoUringSetup;
   } else if (i386 && nr == kI386Socketcall) {

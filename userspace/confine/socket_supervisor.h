@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
+#include "confine/unix_broker.h"
 
 namespace sandfence::confine {
 
@@ -52,12 +53,17 @@ absl::StatusOr<UniqueFd> ReceiveFd(int channel);
 
 // What the command tried.
 struct SocketAttempt {
-  enum class Call { kSocket, kSocketpair, kSocketcall, kIoUringSetup };
+  enum class Call { kSocket, kSocketpair, kSocketcall, kIoUringSetup, kConnect };
   Call call = Call::kSocket;
   int family = 0;  // socket, socketpair: the family asked for; else 0
   int type = 0;    // socket, socketpair: without SOCK_NONBLOCK/CLOEXEC
   pid_t tid = 0;   // the calling thread, in the supervisor's PID namespace
   bool denied = false;
+  // kConnect: a Unix path the supervisor connected on the caller's behalf
+  // (UnixBroker): the name given, the socket file reached, the outcome.
+  std::string unix_path = "";
+  uint64_t peer_inode = 0;
+  int error = 0;
 };
 const char* SocketCallName(SocketAttempt::Call call);
 
@@ -69,9 +75,12 @@ class SocketSupervisor {
   int fd() const { return listener_.get(); }
 
   // Takes one waiting call and answers it: refused with EPERM when
-  // `restricted`, carried on otherwise. nullopt when the caller went away
-  // before it could be read (nothing to answer).
-  absl::StatusOr<std::optional<SocketAttempt>> AnswerOne(bool restricted);
+  // `restricted`, carried on otherwise. A connect goes to `broker` when
+  // there is one (the phase checks Unix sockets), else on to the kernel.
+  // nullopt when there is nothing to record: the caller went away before
+  // it could be read, or the call was left to the kernel's hooks.
+  absl::StatusOr<std::optional<SocketAttempt>> AnswerOne(
+      bool restricted, const UnixBroker* broker = nullptr);
 
  private:
   UniqueFd listener_;

@@ -42,6 +42,12 @@
 namespace sandfence {
 namespace {
 
+// A sandbox's Unix traits count only where its phase checks Unix sockets.
+uint32_t WithUnixTraits(uint32_t flags, uint32_t traits) {
+  const uint32_t checked = SF_SB_RESTRICTED | SF_SB_UNIX_CHECKED;
+  return (flags & checked) == checked ? flags | traits : flags;
+}
+
 // A kernel that refuses the programs will refuse them on every retry:
 // rejected, not malformed (the policy is fine) nor unavailable.
 absl::Status LoadError(int err, absl::string_view what) {
@@ -252,6 +258,7 @@ absl::StatusOr<uint64_t> CurrentNetnsCookie() {
 absl::StatusOr<std::unique_ptr<EgressController>> EgressController::Create(
     HostState* host, const EgressOptions& options) {
   std::unique_ptr<EgressController> c(new EgressController(host));
+  c->unix_bind_tracker_ = options.unix_bind_tracker;
   if (absl::Status s = c->LoadOrOpen(); !s.ok()) return s;
   if (absl::Status s = c->CreateRing(options.ring_bytes); !s.ok()) return s;
   return c;
@@ -282,6 +289,7 @@ const EgressController::MapSlot EgressController::kUnixMapSlots[] = {
     {"sf_unix_protected", &Maps::unix_protected},
     {"sf_unix_bound", &Maps::unix_bound},
     {"sf_unix_seen", &Maps::unix_seen},
+    {"sf_unix_brokered", &Maps::unix_brokered},
 };
 
 const EgressController::MapSlot EgressController::kUnixLsmMapSlots[] = {
@@ -714,6 +722,11 @@ absl::Status EgressController::AttachUnixHostProgs() {
   // controller otherwise. A pinned link of an earlier build stays: it
   // shares these maps (libbpf refused the load if their layout changed).
   for (const char* prog : UnixHostProgs()) {
+    // The bind tracker only for a process whose sandboxes may need it:
+    // one that brokers its sandboxes' connects leaves the host alone.
+    if (!unix_bind_tracker_ && absl::string_view(prog) == kUnixBindProg) {
+      continue;
+    }
     const std::string pin = host_->pins().HostLink(prog);
     if (host_->pinned()) {
       UniqueFd existing(bpf_obj_get(pin.c_str()));
@@ -744,6 +757,9 @@ absl::Status EgressController::AttachUnixHostProgs() {
 
 void EgressController::DetachHostProgs() {
   for (const char* prog : UnixHostProgs()) {
+    if (!unix_bind_tracker_ && absl::string_view(prog) == kUnixBindProg) {
+      continue;
+    }
     if (host_->pinned()) ::unlink(host_->pins().HostLink(prog).c_str());
   }
   unix_host_links_.clear();
@@ -1113,7 +1129,8 @@ absl::StatusOr<uint32_t> EgressController::SwitchPhase(
   SandboxState next;
   next.generation = *generation;
   next.phase = phase_index;
-  next.flags = SandboxFlags(phase);
+  next.unix_traits = it->second.unix_traits;
+  next.flags = WithUnixTraits(SandboxFlags(phase), next.unix_traits);
   absl::StatusOr<RuleEntries> entries =
       BuildRuleEntries(phase, next.generation);
   if (!entries.ok()) return entries.status();
@@ -1173,6 +1190,51 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
     Undoom(generation);
   });
   return TakeCounters(cgroup_id);
+}
+
+absl::Status EgressController::SetUnixTraits(uint64_t cgroup_id,
+                                             const UnixTraits& traits) {
+  // Only the cgroup hooks read them; the LSM hooks judge the socket reached.
+  if (unix_enforcer_ != UnixEnforcer::kCgroupHooks) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  auto it = sandboxes_.find(cgroup_id);
+  if (it == sandboxes_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+  }
+  SandboxState& state = it->second;
+  state.unix_traits = (traits.broker ? SF_SB_UNIX_BROKER : 0u) |
+                      (traits.abstract_scoped ? SF_SB_UNIX_SCOPED : 0u);
+  const uint32_t flags = WithUnixTraits(
+      state.flags & ~(SF_SB_UNIX_BROKER | SF_SB_UNIX_SCOPED),
+      state.unix_traits);
+  if (flags == state.flags) return absl::OkStatus();
+  const uint32_t before = state.flags;
+  state.flags = flags;
+  if (absl::Status s = WriteSandbox(cgroup_id, state, BPF_EXIST); !s.ok()) {
+    state.flags = before;
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EgressController::AllowBrokeredConnect(uint64_t cookie,
+                                                    uint64_t pid_tgid) {
+  if (!maps_.unix_brokered) {
+    return absl::FailedPreconditionError(
+        "no cgroup Unix hooks here: nothing to broker");
+  }
+  if (bpf_map_update_elem(maps_.unix_brokered.get(), &cookie, &pid_tgid,
+                          BPF_ANY) != 0) {
+    return MapWriteError(errno, "sf_unix_brokered");
+  }
+  return absl::OkStatus();
+}
+
+void EgressController::ForgetBrokeredConnect(uint64_t cookie) {
+  if (maps_.unix_brokered) {
+    bpf_map_delete_elem(maps_.unix_brokered.get(), &cookie);
+  }
 }
 
 absl::StatusOr<SandboxCounters> EgressController::Counters(
@@ -1246,6 +1308,7 @@ absl::StatusOr<AdoptedSandbox> EgressController::AdoptSandbox(
   state.generation = kernel->generation;
   state.phase = kernel->phase;
   state.flags = kernel->flags;
+  state.unix_traits = kernel->flags & (SF_SB_UNIX_BROKER | SF_SB_UNIX_SCOPED);
   state.adopted = true;
   const std::string dir = LinkDir(cgroup_id);
   sf_dns_target target{};

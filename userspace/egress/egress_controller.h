@@ -49,6 +49,21 @@ namespace sandfence {
 struct EgressOptions {
   // This process's event ring, in bytes: a power of two, at least a page.
   uint32_t ring_bytes = 4u << 20;
+  // With the cgroup Unix hooks: attach (or hold) the host-wide bind tracker
+  // (a program on every system call's exit on the host) that lets a
+  // sandbox reach a path it bound. A process whose sandboxes all connect
+  // through a supervisor (SetUnixTraits: broker) does without it.
+  bool unix_bind_tracker = true;
+};
+
+// How the processes of a sandbox reach Unix sockets, beyond its phase.
+struct UnixTraits {
+  // Every process connects to paths through sandfence's supervisor
+  // (SF_SB_UNIX_BROKER): own paths are reached only through it.
+  bool broker = false;
+  // Every process is in a Landlock domain scoping abstract sockets
+  // (SF_SB_UNIX_SCOPED): unlisted abstract names are left to Landlock.
+  bool abstract_scoped = false;
 };
 
 struct SandboxCounters {
@@ -195,6 +210,18 @@ class EgressController {
   // generation and with the sandbox, once FinishDeletes has returned.
   size_t SeenCount(uint64_t cgroup_id) const;
 
+  // Sets how the sandbox's processes reach Unix sockets, for this phase and
+  // every later one (only where its phase checks Unix sockets with the
+  // cgroup hooks). Before anything runs in it.
+  absl::Status SetUnixTraits(uint64_t cgroup_id, const UnixTraits& traits);
+  // The supervisor thread `pid_tgid` is about to connect the socket with
+  // `cookie` on a sandbox's behalf: the hook lets that one connect through
+  // (and forgets it). Forget: the connect did not reach the hook.
+  absl::Status AllowBrokeredConnect(uint64_t cookie, uint64_t pid_tgid);
+  void ForgetBrokeredConnect(uint64_t cookie);
+  // Whether the host-wide bind tracker is attached by this controller.
+  bool holds_unix_bind_tracker() const { return !unix_host_links_.empty(); }
+
   absl::StatusOr<SandboxCounters> Counters(uint64_t cgroup_id) const;
   // Per-address budget counts the kernel holds for the cgroup (a scan).
   size_t BudgetAddressesForTest(uint64_t cgroup_id) const {
@@ -258,6 +285,8 @@ class EgressController {
     uint32_t generation = 0;
     uint16_t phase = 0;
     uint32_t flags = 0;
+    // SF_SB_UNIX_BROKER/SCOPED from SetUnixTraits, kept across phases.
+    uint32_t unix_traits = 0;
     RuleEntries entries;
     std::vector<UniqueFd> links;  // pinned hosts pin them as well
     // Adopted from another process: its entries are unknown, so the
@@ -275,7 +304,8 @@ class EgressController {
         budget_dests, budget_on;
     // The unix objects' (-1 where nothing judges Unix sockets; unix_bound
     // only with the cgroup hooks).
-    UniqueFd unix_rules, unix_protected, unix_bound, unix_seen;
+    UniqueFd unix_rules, unix_protected, unix_bound, unix_seen,
+        unix_brokered;
   };
   struct MapSlot {
     const char* name;
@@ -375,6 +405,7 @@ class EgressController {
   absl::flat_hash_map<std::string, UniqueFd> progs_;  // by hook name
   UniqueFd ring_;
   UnixEnforcer unix_enforcer_ = UnixEnforcer::kNone;
+  bool unix_bind_tracker_ = true;  // EgressOptions::unix_bind_tracker
   // Empty when a Unix enforcer is loaded; else why none is.
   std::string unix_unavailable_;
   // The cut iterators (LoadCut), or why there are none.

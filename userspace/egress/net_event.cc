@@ -156,6 +156,10 @@ absl::string_view ReasonName(sf_reason reason) {
       return "budget: bytes to this address";
     case SF_REASON_BUDGET_DESTS:
       return "budget: addresses counted";
+    case SF_REASON_UNIX_OWN_SOCKET:
+      return "unix socket of the sandbox (checked by the supervisor)";
+    case SF_REASON_UNIX_SCOPED:
+      return "unix abstract name, scoped by Landlock";
   }
   return "unknown";
 }
@@ -199,7 +203,8 @@ bool HasDestination(const NetEvent& e) {
 }
 
 bool IsSupervised(const NetEvent& e) {
-  return e.hook == SF_HOOK_SOCKET || e.hook == SF_HOOK_IO_URING_SETUP;
+  return e.hook == SF_HOOK_SOCKET || e.hook == SF_HOOK_IO_URING_SETUP ||
+         e.reason == SF_REASON_UNIX_OWN_SOCKET;
 }
 
 absl::StatusOr<std::unique_ptr<NetEventReader>> NetEventReader::Create(

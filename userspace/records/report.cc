@@ -501,7 +501,8 @@ void Losses(const v1::RolloutRecord& r, std::string* out) {
     t.Add({"supervisor judged",
            absl::StrCat(Plural(l.supervisor_decided(), "socket call",
                                "socket calls"),
-                        " (socket families no hook judges, io_uring)")});
+                        " (socket families no hook judges, io_uring, "
+                        "Unix paths connected for the sandbox)")});
   }
   const std::string parts =
       absl::StrCat(l.events_recorded(), " recorded + ", l.kernel_events_lost(),

@@ -177,6 +177,9 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
   KernelEnforcementOptions options;
   options.host.pin_root = request.pin_root;
   options.host.kind = DriverKind::kRun;
+  // The command's Unix paths go through this process's supervisor
+  // (confine/unix_broker.h): no program on the host's system calls.
+  options.egress.unix_bind_tracker = false;
   absl::StatusOr<std::unique_ptr<KernelEnforcement>> host =
       KernelEnforcement::Create(options);
   if (!host.ok()) return host.status();
@@ -315,6 +318,27 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     sb.NoteConfinement(summary.guard_layers);
   }
 
+  // Every process of the sandbox descends from the command: all connect
+  // through the supervisor, all are in its Landlock domain.
+  EgressController& egress = (*host)->egress();
+  const bool broker =
+      egress.unix_enforcer() == EgressController::UnixEnforcer::kCgroupHooks;
+  UnixTraits traits;
+  traits.broker = broker;
+  traits.abstract_scoped =
+      confinement &&
+      (confinement->scoped() & confine::kScopeAbstractUnixSocket) != 0;
+  if (absl::Status s = egress.SetUnixTraits(sb.cgroup().id, traits); !s.ok()) {
+    end().IgnoreError();
+    return s;
+  }
+  const confine::UnixBroker unix_broker(confine::UnixBrokerHooks{
+      sb.cgroup().path,
+      [&egress](uint64_t cookie, uint64_t pid_tgid) {
+        return egress.AllowBrokeredConnect(cookie, pid_tgid);
+      },
+      [&egress](uint64_t cookie) { egress.ForgetBrokeredConnect(cookie); }});
+
   SpawnOptions spawn;
   spawn.cgroup_fd = (*host)->CgroupFd(sb.cgroup().id);
   spawn.confinement = confinement ? &*confinement : nullptr;
@@ -352,10 +376,14 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
 
   confine::SocketSupervisor supervisor(std::move(socket_listener));
   auto answer_socket_call = [&]() -> absl::Status {
-    const std::optional<sf_verdict> verdict =
-        SocketFamilyVerdict(sb.current_phase());
+    const CompiledPhase& phase = sb.current_phase();
+    const std::optional<sf_verdict> verdict = SocketFamilyVerdict(phase);
+    // Paths are brokered where the phase enforces its Unix checks.
+    const bool brokered = broker && verdict == SF_VERDICT_DENY &&
+                          phase.unix_checked;
     absl::StatusOr<std::optional<confine::SocketAttempt>> a =
-        supervisor.AnswerOne(verdict == SF_VERDICT_DENY);
+        supervisor.AnswerOne(verdict == SF_VERDICT_DENY,
+                             brokered ? &unix_broker : nullptr);
     if (!a.ok()) return a.status();
     if (*a && verdict) {
       sb.AddSupervisedEvent(SocketAttemptEvent(**a, *verdict, sb.cgroup().id,

@@ -44,9 +44,18 @@ NetEvent SocketAttemptEvent(const confine::SocketAttempt& attempt,
   e.hook = uring ? SF_HOOK_IO_URING_SETUP : SF_HOOK_SOCKET;
   e.reason = uring ? SF_REASON_IO_URING : SF_REASON_FAMILY;
   e.verdict = verdict;
+  if (attempt.call == confine::SocketAttempt::Call::kConnect) {
+    // A path whose socket the sandbox holds, connected on its behalf.
+    e.hook = SF_HOOK_CONNECT_UNIX;
+    e.reason = SF_REASON_UNIX_OWN_SOCKET;
+    e.verdict = SF_VERDICT_ALLOW;
+    e.unix_name = UnixName{attempt.unix_path, false};
+  }
   // Family numbers fit: the kernel refuses any past AF_MAX (46).
   e.protocol = static_cast<uint8_t>(
-      attempt.family > 0 && attempt.family < 256 ? attempt.family : 0);
+      attempt.family > 0 && attempt.family < 256 && e.unix_name == std::nullopt
+          ? attempt.family
+          : 0);
   e.sock_type = static_cast<uint8_t>(attempt.type & 0xff);
   e.generation = generation;
   e.pid = static_cast<uint32_t>(attempt.tid);
