@@ -307,10 +307,10 @@ TEST(SocketFamilyFilterTest, HandsOverEveryUnjudgedFamilyOnEveryEntry) {
       {"x32 socket(AF_VSOCK)", Call(__NR_socket | kX32, {kVsock}), kNotify},
       {"x32 socket(AF_INET)", Call(__NR_socket | kX32, {AF_INET}), kAllow},
       {"x32 io_uring_setup", Call(__NR_io_uring_setup | kX32), kNotify},
-      {"i386 socket(AF_VSOCK)",
-       Call(kI386Socket, {kVsock}, AUDIT_ARCH_I386), kNotify},
-      {"i386 socket(AF_INET)",
-       Call(kI386Socket, {AF_INET}, AUDIT_ARCH_I386), kAllow},
+      {"i386 socket(AF_VSOCK)", Call(kI386Socket, {kVsock}, AUDIT_ARCH_I386),
+       kNotify},
+      {"i386 socket(AF_INET)", Call(kI386Socket, {AF_INET}, AUDIT_ARCH_I386),
+       kAllow},
       {"i386 socketpair(AF_VSOCK)",
        Call(kI386Socketpair, {kVsock}, AUDIT_ARCH_I386), kNotify},
       {"i386 socketcall (arguments in memory)",
@@ -321,18 +321,32 @@ TEST(SocketFamilyFilterTest, HandsOverEveryUnjudgedFamilyOnEveryEntry) {
       {"i386 dup (x86-64's socket number)",
        Call(__NR_socket, {kVsock}, AUDIT_ARCH_I386), kAllow},
       {"read", Call(__NR_read, {kVsock}), kAllow},
-      {"connect", Call(__NR_connect, {3}), kAllow},
+      // connect: the supervisor sees what could be a Unix path; inet
+      // lengths (sockaddr_in, sockaddr_in6) pass without it.
+      {"connect(16 bytes)", Call(__NR_connect, {3, 0x1000, 16}), kAllow},
+      {"connect(28 bytes)", Call(__NR_connect, {3, 0x1000, 28}), kAllow},
+      {"connect(110 bytes)", Call(__NR_connect, {3, 0x1000, 110}), kNotify},
+      {"connect(15 bytes)", Call(__NR_connect, {3, 0x1000, 15}), kNotify},
+      {"connect(16 | high bits)", Call(__NR_connect, {3, 0x1000, kHigh | 16}),
+       kAllow},
+      {"x32 connect(110 bytes)", Call(__NR_connect | kX32, {3, 0x1000, 110}),
+       kNotify},
+      {"i386 connect(110 bytes)",
+       Call(kI386Connect, {3, 0x1000, 110}, AUDIT_ARCH_I386), kNotify},
+      {"i386 connect(16 bytes)",
+       Call(kI386Connect, {3, 0x1000, 16}, AUDIT_ARCH_I386), kAllow},
   };
   for (const Row& row : rows) {
     const Outcome run = Interpret(prog, row.call);
     EXPECT_EQ(run.error, "") << row.name;
     EXPECT_EQ(ActionName(run.action), ActionName(row.want)) << row.name;
   }
-  // Only socket and socketpair look at an argument.
+  // Only socket, socketpair and connect look at an argument.
   for (int nr = 0; nr < 512; ++nr) {
     const Outcome run = Interpret(prog, Call(nr, {~0ULL}));
     ASSERT_EQ(run.error, "") << "nr " << nr;
-    EXPECT_EQ(run.read_args, nr == __NR_socket || nr == __NR_socketpair)
+    EXPECT_EQ(run.read_args,
+              nr == __NR_socket || nr == __NR_socketpair || nr == __NR_connect)
         << "nr " << nr;
   }
 }

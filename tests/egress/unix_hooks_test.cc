@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -503,6 +504,74 @@ TEST_F(UnixHooksTest, EveryAttemptIsRecordedWithItsName) {
   EXPECT_EQ(counters->allowed, 1u);
   EXPECT_EQ(counters->events_lost, 0u);
   rmdir(cg->path().c_str());
+}
+
+// A socket made inside `sandbox` by this process (which then moves back):
+// the hooks judge a socket by the cgroup it was made in.
+UniqueFd SocketMadeIn(const Cgroup& sandbox) {
+  std::string own;
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    if (absl::StartsWith(line, "0::")) own = line.substr(3);
+  }
+  absl::StatusOr<std::string> mount = FindCgroup2Mount();
+  if (!mount.ok() || own.empty()) return UniqueFd();
+  auto move = [](const std::string& dir) {
+    std::ofstream procs(absl::StrCat(dir, "/cgroup.procs"));
+    procs << getpid() << std::flush;
+    return procs.good();
+  };
+  if (!move(sandbox.ref().path)) return UniqueFd();
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  EXPECT_TRUE(move(absl::StrCat(*mount, own))) << "back to " << own;
+  return fd;
+}
+
+// The supervisor's connect for a brokered sandbox (confine/unix_broker.h)
+// passes the hook for that socket and that thread only: a connect the agent
+// makes meanwhile on the same socket from another thread finds nothing.
+TEST_F(UnixHooksTest, ABrokeredConnectPassesForItsSocketAndThreadOnly) {
+  if (lsm_) GTEST_SKIP() << "only the cgroup hooks are brokered";
+  UnixService svc(Path("host.sock"), SOCK_STREAM);
+  Cgroup sb = NewSandbox(ModelOnly());
+  ASSERT_TRUE(controller_->SetUnixTraits(sb.id(), {.broker = true}).ok());
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(Path("host.sock"), &a);
+  const uint64_t me =
+      (static_cast<uint64_t>(getpid()) << 32) | static_cast<uint32_t>(gettid());
+  auto attempt = [&](uint64_t pid_tgid) {
+    UniqueFd fd = SocketMadeIn(sb);
+    EXPECT_TRUE(fd) << "a socket in the sandbox";
+    uint64_t cookie = 0;
+    socklen_t clen = sizeof(cookie);
+    EXPECT_EQ(getsockopt(fd.get(), SOL_SOCKET, SO_COOKIE, &cookie, &clen), 0);
+    EXPECT_TRUE(controller_->AllowBrokeredConnect(cookie, pid_tgid).ok());
+    const int rc = connect(fd.get(), reinterpret_cast<sockaddr*>(&a), len);
+    const int err = rc == 0 ? 0 : errno;
+    controller_->ForgetBrokeredConnect(cookie);
+    return err;
+  };
+  // Another thread's entry: judged as any connect of the sandbox's socket
+  // from outside it (no sandbox of the caller's: denied).
+  EXPECT_EQ(attempt(me ^ 1), EPERM);
+  EXPECT_EQ(attempt(me), 0);
+}
+
+// With SF_SB_UNIX_BROKER the hooks never take a path for the sandbox's own
+// by its name (the bind tracker's view): only the supervisor reaches it,
+// after checking the socket it reaches. An abstract name is not a path.
+TEST_F(UnixHooksTest, ABrokeredSandboxReachesNoPathByItsName) {
+  if (lsm_) GTEST_SKIP() << "only the cgroup hooks are brokered";
+  if (!controller_->holds_unix_bind_tracker()) {
+    GTEST_SKIP() << "this controller holds no bind tracker";
+  }
+  Cgroup sb = NewSandbox(ModelOnly());
+  ASSERT_TRUE(controller_->SetUnixTraits(sb.id(), {.broker = true}).ok());
+  EXPECT_EQ(Probe(sb, "own-stream", Path("own-brokered.sock")), EPERM);
+  EXPECT_EQ(Probe(sb, "own-stream", Abstract("own-brokered")), 0);
+  // The control: the same without the trait.
+  Cgroup plain = NewSandbox(ModelOnly());
+  EXPECT_EQ(Probe(plain, "own-stream", Path("own-plain.sock")), 0);
 }
 
 }  // namespace

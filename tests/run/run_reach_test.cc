@@ -441,8 +441,9 @@ TEST_F(RunReachTest, TenConcurrentRunsLoadOneGuard) {
   for (const auto& [prog, links] : LinksTo(first)) {
     absl::StrAppend(&counts, prog, ":", links, " ");
     // lsm programs are attached once; a tracing program once too (the
-    // guard's, and the Unix bind tracker's).
-    EXPECT_EQ(links, 1) << "program " << prog << " is attached " << links
+    // guard's), or not at all: the Unix bind tracker, which every run
+    // loads with the Unix programs and none attaches (run brokers paths).
+    EXPECT_LE(links, 1) << "program " << prog << " is attached " << links
                         << " times";
   }
   std::cerr << "programs held by all ten runs (id:links): " << counts << "\n";

@@ -1,7 +1,7 @@
 """The four ways issue 33 found to reach a host Unix socket a phase denies,
 tried from inside `sandfence run` as an unprivileged agent would.
 
-    unix_attacks.py DIR HOST LISTED
+    unix_attacks.py DIR HOST LISTED HOST_ABSTRACT
 
 DIR: a directory the agent may write; HOST: a stream socket outside the
 sandbox that answers each byte; LISTED: a path the phase lists. Prints one
@@ -170,6 +170,22 @@ def own_threaded(d):
     return code
 
 
+def own_abstract():
+    """The control: an abstract name the agent binds is its own."""
+    name = "\0sf-own-abstract-%d" % os.getpid()
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(name)
+    own.listen(1)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect(name)
+    except OSError as e:
+        return e.errno
+    finally:
+        own.close()
+    return 0
+
+
 def listed(path):
     c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -180,7 +196,7 @@ def listed(path):
 
 
 def main():
-    d, host, listed_path = sys.argv[1:4]
+    d, host, listed_path, host_abstract = sys.argv[1:5]
     libc.connect.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     print("io_uring", io_uring())
@@ -191,6 +207,8 @@ def main():
     print("short_address", in_child(lambda: short_address(d)))
     print("own_threaded", own_threaded(d))
     print("listed", listed(listed_path))
+    print("abstract_host", listed("\0" + host_abstract[1:]))
+    print("own_abstract", own_abstract())
     sys.stdout.flush()
 
 
