@@ -450,7 +450,10 @@ static __always_inline int sf_judge(struct sf_walk *w, __u8 hook)
 	/* Every sandbox allowed: the budget of the one that judged last (the
 	 * deepest) may still be spent. (Enforcing phases only: the flag is
 	 * never set on an audit-only one.) */
-	if ((w->flags & SF_SB_BUDGET) && !w->sock_check) {
+	/* The loopback of the sandbox's own network namespace is not egress:
+	 * a local server there spends nothing of the budget. */
+	if ((w->flags & SF_SB_BUDGET) && !w->sock_check &&
+	    w->dec.reason != SF_REASON_OWN_LOOPBACK) {
 		__u8 reason = sf_budget_admit(w->id, w->sk, &w->d,
 					      hook == SF_HOOK_CONNECT4 ||
 						      hook == SF_HOOK_CONNECT6);
@@ -761,13 +764,14 @@ int sf_sock_create(struct bpf_sock *sk)
  * own: its frame is not the backstop's, which stays small.
  */
 static __noinline int sf_skb_pass(struct __sk_buff *skb,
-				  const struct sf_dest *d, __u32 payload_off)
+				  const struct sf_dest *d, __u32 payload_off,
+				  bool own_local)
 {
 	struct sf_budget_drop drop = {};
 	const struct sf_sandbox *sb;
 	struct sf_decision dec = {};
 
-	sf_budget_packet(skb, d, payload_off, &drop);
+	sf_budget_packet(skb, d, payload_off, own_local, &drop);
 	if (!drop.reason)
 		return 1;
 	if (drop.report) {
@@ -794,7 +798,8 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		w->d.port = bpf_ntohs(th.dest);
 		payload_off = l4_off + th.doff * 4;
 		if (!th.syn || th.ack)
-			return sf_skb_pass(skb, &w->d, payload_off);
+			return sf_skb_pass(skb, &w->d, payload_off,
+					   w->own_netns && sf_is_local(&w->d));
 	} else if (w->d.protocol == IPPROTO_UDP) {
 		struct udphdr uh;
 
@@ -831,7 +836,8 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 			  SF_HOOK_SKB_EGRESS, 0, false);
 		return 0;
 	}
-	return sf_skb_pass(skb, &w->d, payload_off);
+	return sf_skb_pass(skb, &w->d, payload_off,
+			   w->own_netns && sf_is_local(&w->d));
 }
 
 SEC("cgroup_skb/egress")

@@ -180,11 +180,13 @@ struct sf_budget_drop {
 /*
  * A packet to d whose payload starts at payload_off: counted against its
  * socket's budget, if it has one. Packets to the DNS filter are the DNS
- * budget's, not this one's.
+ * budget's, not this one's; own_local (a loopback address, sent in a
+ * network namespace other than the host's) stays in a sandbox whose phase
+ * owns its loopback (SF_SB_OWN_LOOPBACK): not egress, not counted.
  */
 static __always_inline void sf_budget_packet(struct __sk_buff *skb,
 					     const struct sf_dest *d,
-					     __u32 payload_off,
+					     __u32 payload_off, bool own_local,
 					     struct sf_budget_drop *out)
 {
 	struct bpf_sock *sk = skb->sk;
@@ -212,6 +214,8 @@ static __always_inline void sf_budget_packet(struct __sk_buff *skb,
 	 * restricted): an inherit or audit-only phase's packets are not. */
 	sb = bpf_map_lookup_elem(&sf_sandboxes, &st->sandbox);
 	if (!sb || !(sb->flags & SF_SB_BUDGET))
+		return;
+	if (own_local && (sb->flags & SF_SB_OWN_LOOPBACK))
 		return;
 	n = skb->len - payload_off;
 	if (b->max_dest_bytes) {

@@ -74,7 +74,10 @@ void LearnRecord::ConnectUnix(const std::string& name, int count,
     n.abstract = !name.empty() && name[0] == '@';
     n.name = n.abstract ? name.substr(1) : name;
     e.unix_name = n;
-    (verdict == SF_VERDICT_ALLOW ? kernel_.allowed : kernel_.denied)++;
+    // The supervisor's decisions are no kernel counter's.
+    if (!IsSupervised(e)) {
+      (verdict == SF_VERDICT_ALLOW ? kernel_.allowed : kernel_.denied)++;
+    }
     recorder_->Add(e);
   }
 }

@@ -231,6 +231,8 @@ TEST_F(LearnTest, WhatNoGrantCoversIsSaidAndTheRestIsGranted) {
               /*udp=*/true, SF_HOOK_SENDMSG4);
     r.ConnectUnix("/run/tool.sock", 2, SF_VERDICT_DENY, SF_REASON_NO_RULE);
     r.ConnectUnix("@kernel-1", 1, SF_VERDICT_ALLOW, SF_REASON_UNIX_OWN);
+    r.ConnectUnix("/tmp/own-brokered.sock", 1, SF_VERDICT_ALLOW,
+                  SF_REASON_UNIX_OWN_SOCKET);
     r.RawSocket(SF_VERDICT_DENY, SF_REASON_SOCKET_TYPE);
     r.Query("never.test", 1, {}, 2, "blocked");
     ASSERT_TRUE(r.Finish().ok());
@@ -245,6 +247,8 @@ TEST_F(LearnTest, WhatNoGrantCoversIsSaidAndTheRestIsGranted) {
       << text;
   EXPECT_THAT(text, HasSubstr("allow: \"/run/tool.sock\"")) << text;
   EXPECT_THAT(text, Not(HasSubstr("allow: \"@kernel-1\""))) << text;
+  EXPECT_THAT(text, Not(HasSubstr("allow: \"/tmp/own-brokered.sock\"")))
+      << text;
   EXPECT_THAT(text, HasSubstr("raw icmp sockets: a restricted phase creates "
                               "only TCP and UDP sockets"))
       << text;
@@ -619,6 +623,13 @@ TEST(ReplayTest, EachKindOfEntryIsJudgedAsTheKernelWouldJudgeIt) {
       {"the sandbox's own Unix socket", &filtered,
        attempt("unix", "@kernel", 0, "unix socket of the sandbox"),
        ReplayOutcome::kAllowed, "the sandbox's own socket"},
+      {"a path the supervisor connected for the sandbox", &filtered,
+       attempt("unix", "/tmp/own.sock", 0,
+               "unix socket of the sandbox (checked by the supervisor)"),
+       ReplayOutcome::kAllowed, "the sandbox's own socket"},
+      {"an abstract name left to Landlock", &filtered,
+       attempt("unix", "@own", 0, "unix abstract name, scoped by Landlock"),
+       ReplayOutcome::kAllowed, "an abstract name left to Landlock's scope"},
       {"sandfence's own socket, even listed", &filtered,
        attempt("unix", "/run/listed.sock", 0, "sandfence's own socket"),
        ReplayOutcome::kDenied, "sandfence's own socket"},

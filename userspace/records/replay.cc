@@ -126,8 +126,12 @@ ReplayVerdict PhaseJudge::Attempt(const v1::NetAttempt& a,
     for (const UnixName& n : phase_.unix_names) {
       if (n.ToString() == a.address()) return Allowed("unix name listed");
     }
-    if (Is(a.reason(), SF_REASON_UNIX_OWN)) {
+    if (Is(a.reason(), SF_REASON_UNIX_OWN) ||
+        Is(a.reason(), SF_REASON_UNIX_OWN_SOCKET)) {
       return Allowed("the sandbox's own socket");
+    }
+    if (Is(a.reason(), SF_REASON_UNIX_SCOPED)) {
+      return Allowed("an abstract name left to Landlock's scope");
     }
     if (Is(a.reason(), SF_REASON_UNIX_UNVERIFIABLE)) {
       return Denied("the sandbox's own path could not be verified");

@@ -201,7 +201,8 @@ void PhaseLearning::LearnQueries() {
           point_at_[host].Add(q.count(), false, r);
         } else if (q.verdict() == "rebinding") {
           Note(absl::StrCat(q.name(), "'s answer pointed at ", host, ", ",
-                            *range, ", and was refused as rebinding; to open "
+                            *range,
+                            ", and was refused as rebinding; to open "
                             "it: dns { answers_may_point_at: ",
                             Quote(host), " }"),
                q.count(), true, r);
@@ -289,9 +290,10 @@ void PhaseLearning::LearnAttempt(size_t r, const v1::NetAttempt& a) {
                 r);
   }
   if (IsBudgetReason(reason)) {
-    return Note("attempts past the egress budget: the rules allowed them, "
-                "no grant is missing",
-                n, denied, r);
+    return Note(
+        "attempts past the egress budget: the rules allowed them, "
+        "no grant is missing",
+        n, denied, r);
   }
   if (is(SF_REASON_NO_SANDBOX) || is(SF_REASON_TOO_DEEP)) {
     return Note(absl::StrCat("attempts judged \"", reason,
@@ -306,7 +308,8 @@ void PhaseLearning::LearnAttempt(size_t r, const v1::NetAttempt& a) {
                 n, denied, r);
   }
   if (a.protocol() == "unix") {
-    if (is(SF_REASON_UNIX_OWN)) {
+    if (is(SF_REASON_UNIX_OWN) || is(SF_REASON_UNIX_OWN_SOCKET) ||
+        is(SF_REASON_UNIX_SCOPED)) {
       return Note("attempts to the sandbox's own Unix sockets: always allowed",
                   n, denied, r);
     }
@@ -316,14 +319,16 @@ void PhaseLearning::LearnAttempt(size_t r, const v1::NetAttempt& a) {
                   n, denied, r);
     }
     if (is(SF_REASON_UNIX_UNVERIFIABLE)) {
-      return Note(absl::StrCat(
-                      "attempts to ", a.address(),
-                      ", a path the sandbox bound, that could not be checked "
-                      "against the socket reached (a datagram sent to the "
-                      "path, or a connect from a shared socket or descriptor "
-                      "table): use an abstract name, connect a datagram "
-                      "socket before sending, or a kernel with BPF LSM"),
-                  n, denied, r);
+      return Note(
+          absl::StrCat("attempts to ", a.address(),
+                       ", a path the sandbox bound, that could not be checked "
+                       "against the socket reached (a datagram sent to the "
+                       "path, a connect from a shared socket or descriptor "
+                       "table, or one that bypassed sandfence's supervisor "
+                       "with an inet-sized address): use an abstract name, "
+                       "connect a datagram socket before sending, sandfence "
+                       "run, or a kernel with BPF LSM"),
+          n, denied, r);
     }
     if (is(SF_REASON_UNIX_PEER_OUTSIDE)) {
       return Note(absl::StrCat("attempts through ", a.address(),
