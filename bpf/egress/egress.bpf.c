@@ -784,6 +784,15 @@ static __noinline int sf_skb_pass(struct __sk_buff *skb,
 	return 0;
 }
 
+/* A loopback destination in the sandbox's own network namespace, known to
+ * be its own: where the kernel cannot say a packet's netns (cgroup_skb
+ * without bpf_get_netns_cookie: SkbHasNetnsCookie), none is, and the
+ * budget counts it as before. */
+static __always_inline bool sf_skb_own_local(const struct sf_walk *w)
+{
+	return sf_skb_has_netns_cookie && w->own_netns && sf_is_local(&w->d);
+}
+
 static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 					struct sf_walk *w, __u32 l4_off)
 {
@@ -799,7 +808,7 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		payload_off = l4_off + th.doff * 4;
 		if (!th.syn || th.ack)
 			return sf_skb_pass(skb, &w->d, payload_off,
-					   w->own_netns && sf_is_local(&w->d));
+					   sf_skb_own_local(w));
 	} else if (w->d.protocol == IPPROTO_UDP) {
 		struct udphdr uh;
 
@@ -837,7 +846,7 @@ static __always_inline int sf_skb_judge(struct __sk_buff *skb,
 		return 0;
 	}
 	return sf_skb_pass(skb, &w->d, payload_off,
-			   w->own_netns && sf_is_local(&w->d));
+			   sf_skb_own_local(w));
 }
 
 SEC("cgroup_skb/egress")

@@ -109,8 +109,10 @@ int PinPath(pid_t tid, const std::string& path, UniqueFd* out) {
   if (!base) return errno;
   struct open_how how {};
   how.flags = O_PATH | O_CLOEXEC;
-  // ".." never climbs above the caller's root, as in its own lookup.
-  how.resolve = absolute ? RESOLVE_IN_ROOT : 0;
+  // ".." never climbs above the caller's root, as in its own lookup; and
+  // no /proc magic link: this lookup is root's, not the caller's, and such
+  // a name is left to the hooks (judged by name).
+  how.resolve = RESOLVE_NO_MAGICLINKS | (absolute ? RESOLVE_IN_ROOT : 0);
   const std::string rel =
       absolute ? path.substr(path.find_first_not_of('/')) : path;
   const long fd = ::syscall(SYS_openat2, base.get(),
@@ -222,14 +224,12 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
   out.path.assign(
       addr.sun_path,
       strnlen(addr.sun_path, len - offsetof(sockaddr_un, sun_path)));
-  // The tid is still the caller's (not a reused one) while it waits.
-  if (!StillWaiting(listener, req.id)) return out;
-
+  // Everything read of the caller by its tid is read before the check
+  // that it still waits: a tid it left (killed meanwhile) could name
+  // another task by now. Once it holds, the pidfd is the caller's, and the
+  // root, directory, namespace and credentials read were.
   UniqueFd pinned;
-  if (PinPath(tid, out.path, &pinned) != 0) return out;
-  struct stat st {};
-  if (::fstat(pinned.get(), &st) != 0 || !S_ISSOCK(st.st_mode)) return out;
-  out.peer_inode = st.st_ino;
+  const int pin_error = PinPath(tid, out.path, &pinned);
   UniqueFd netns(::open(absl::StrCat("/proc/", tid, "/ns/net").c_str(),
                         O_RDONLY | O_CLOEXEC));
   const Creds creds = ReadCreds(tid);
@@ -238,7 +238,11 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
   if (!pidfd) {
     pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, creds.tgid, 0)));
   }
-  if (!netns || !creds.ok || !pidfd) return out;
+  if (!StillWaiting(listener, req.id)) return out;
+  if (pin_error != 0 || !netns || !creds.ok || !pidfd) return out;
+  struct stat st {};
+  if (::fstat(pinned.get(), &st) != 0 || !S_ISSOCK(st.st_mode)) return out;
+  out.peer_inode = st.st_ino;
   UniqueFd sock(
       static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), fd, 0)));
   int domain = 0;
