@@ -141,25 +141,38 @@ uint64_t UnixSocketBoundTo(dev_t dev, ino_t ino) {
   if (::send(nl.get(), &msg, sizeof(msg), 0) != sizeof(msg)) return 0;
   uint64_t found = 0;
   alignas(nlmsghdr) char buf[32768];
+  // Walked by offsets: NLMSG_OK and RTA_OK compare signed with unsigned.
   for (;;) {
     const ssize_t n = ::recv(nl.get(), buf, sizeof(buf), 0);
     if (n <= 0) return 0;
-    int len = static_cast<int>(n);
-    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len);
-         h = NLMSG_NEXT(h, len)) {
+    const size_t total = static_cast<size_t>(n);
+    for (size_t off = 0; off + sizeof(nlmsghdr) <= total;) {
+      const auto* h = reinterpret_cast<const nlmsghdr*>(buf + off);
+      if (h->nlmsg_len < sizeof(nlmsghdr) || h->nlmsg_len > total - off) {
+        return 0;
+      }
       if (h->nlmsg_type == NLMSG_DONE) return found;
       if (h->nlmsg_type == NLMSG_ERROR) return 0;
-      const auto* m = static_cast<const unix_diag_msg*>(NLMSG_DATA(h));
-      int alen = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-      for (auto* a =
-               reinterpret_cast<rtattr*>(const_cast<unix_diag_msg*>(m) + 1);
-           RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
-        if (a->rta_type != UNIX_DIAG_VFS) continue;
-        const auto* v = static_cast<const unix_diag_vfs*>(RTA_DATA(a));
-        if (v->udiag_vfs_ino == ino && SameDev(v->udiag_vfs_dev, dev)) {
-          found = m->udiag_ino;  // the dump is read to its end regardless
+      const size_t end = off + h->nlmsg_len;
+      size_t a = off + NLMSG_LENGTH(NLMSG_ALIGN(sizeof(unix_diag_msg)));
+      if (a <= end) {
+        const auto* m =
+            reinterpret_cast<const unix_diag_msg*>(buf + off + NLMSG_HDRLEN);
+        while (a + sizeof(rtattr) <= end) {
+          const auto* at = reinterpret_cast<const rtattr*>(buf + a);
+          if (at->rta_len < sizeof(rtattr) || at->rta_len > end - a) break;
+          if (at->rta_type == UNIX_DIAG_VFS &&
+              at->rta_len >= RTA_LENGTH(sizeof(unix_diag_vfs))) {
+            unix_diag_vfs v;
+            std::memcpy(&v, buf + a + RTA_LENGTH(0), sizeof(v));
+            if (v.udiag_vfs_ino == ino && SameDev(v.udiag_vfs_dev, dev)) {
+              found = m->udiag_ino;  // the dump is read to its end anyway
+            }
+          }
+          a += RTA_ALIGN(at->rta_len);
         }
       }
+      off += NLMSG_ALIGN(h->nlmsg_len);
     }
   }
 }
