@@ -100,6 +100,11 @@
  * domain, so an abstract name the phase does not list is the sandbox's own
  * or unreachable. Only with SF_SB_UNIX_CHECKED. */
 #define SF_SB_UNIX_SCOPED (1u << 9)
+/* No program reads it: the sandbox relies on the host-wide bind tracker
+ * (a phase of its policy checks Unix sockets and no supervisor brokers its
+ * paths). The tracker stays attached while some sandbox carries it, and
+ * only then; kept in every phase, so a successor knows it too. */
+#define SF_SB_UNIX_TRACKED (1u << 10)
 
 /*
  * Value of sf_sandboxes, keyed by the sandbox cgroup's id (__u64). The map

@@ -151,6 +151,11 @@ class UnixHooksTest : public ::testing::Test {
     absl::Status s =
         controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
     EXPECT_TRUE(s.ok()) << s;
+    // As Sandbox::Start does: its own paths known by the bind tracker.
+    if (s.ok() && phase.restricted() && phase.unix_checked) {
+      s = controller_->SetUnixTraits(cg->id(), {.tracked = true});
+      EXPECT_TRUE(s.ok()) << s;
+    }
     sandbox_ids_.insert(sandbox_ids_.begin(), cg->id());  // inner first
     return *std::move(cg);
   }
@@ -285,6 +290,7 @@ TEST_F(UnixHooksTest, AnOwnPathSwappedForALinkOutsideIsCaughtAtTheConnect) {
       Cgroup::Create(absl::StrCat(TestCgroupRoot(), "/unix-swap-", getpid()));
   ASSERT_TRUE(cg.ok()) << cg.status();
   ASSERT_TRUE((*own)->AddSandbox(cg->fd(), cg->ref(), ModelOnly()).ok());
+  ASSERT_TRUE((*own)->SetUnixTraits(cg->id(), {.tracked = true}).ok());
   SpawnOptions o;
   o.cgroup_fd = cg->fd();
   o.argv = {SANDFENCE_UNIX_PROBE_PATH, "own-then-symlink", Path("own.sock"),
@@ -562,16 +568,46 @@ TEST_F(UnixHooksTest, ABrokeredConnectPassesForItsSocketAndThreadOnly) {
 // after checking the socket it reaches. An abstract name is not a path.
 TEST_F(UnixHooksTest, ABrokeredSandboxReachesNoPathByItsName) {
   if (lsm_) GTEST_SKIP() << "only the cgroup hooks are brokered";
-  if (!controller_->holds_unix_bind_tracker()) {
-    GTEST_SKIP() << "this controller holds no bind tracker";
-  }
   Cgroup sb = NewSandbox(ModelOnly());
   ASSERT_TRUE(controller_->SetUnixTraits(sb.id(), {.broker = true}).ok());
   EXPECT_EQ(Probe(sb, "own-stream", Path("own-brokered.sock")), EPERM);
-  EXPECT_EQ(Probe(sb, "own-stream", Abstract("own-brokered")), 0);
+  // An abstract name is no path: Landlock's scope, where every process has
+  // it, makes it the sandbox's own or unreachable; nothing else knows it.
+  EXPECT_EQ(Probe(sb, "own-stream", Abstract("own-brokered")), EPERM);
+  ASSERT_TRUE(controller_
+                  ->SetUnixTraits(sb.id(),
+                                  {.broker = true, .abstract_scoped = true})
+                  .ok());
+  EXPECT_EQ(Probe(sb, "own-stream", Abstract("own-brokered2")), 0);
   // The control: the same without the trait.
   Cgroup plain = NewSandbox(ModelOnly());
   EXPECT_EQ(Probe(plain, "own-stream", Path("own-plain.sock")), 0);
+}
+
+// The bind tracker runs on every system call's exit on the host: attached
+// while a sandbox relies on it (a phase checks Unix sockets, nothing
+// brokers its paths), and only then.
+TEST_F(UnixHooksTest, TheBindTrackerRunsOnlyWhileASandboxNeedsIt) {
+  if (lsm_) GTEST_SKIP() << "BPF LSM sees the socket reached: no tracker";
+  // The earlier tests' sandboxes are gone (TearDown).
+  EXPECT_FALSE(controller_->holds_unix_bind_tracker());
+  Cgroup unchecked = NewSandbox(Phase(v1::MODEL_ONLY, {}));
+  EXPECT_FALSE(controller_->holds_unix_bind_tracker())
+      << "a sandbox whose Unix sockets are not checked";
+  Cgroup tracked = NewSandbox(ModelOnly());
+  EXPECT_TRUE(controller_->holds_unix_bind_tracker());
+  EXPECT_EQ(Probe(tracked, "own-stream", Path("own-tracked.sock")), 0)
+      << "its own path, known by the tracker";
+  // Brokered from now on: nobody needs the tracker.
+  ASSERT_TRUE(controller_->SetUnixTraits(tracked.id(), {.broker = true}).ok());
+  EXPECT_FALSE(controller_->holds_unix_bind_tracker());
+  EXPECT_EQ(Probe(tracked, "own-stream", Path("own-tracked2.sock")), EPERM)
+      << "a brokered sandbox's own path by its name (closed, never open)";
+  // Another tracked sandbox brings it back; its end takes it along.
+  Cgroup second = NewSandbox(ModelOnly());
+  EXPECT_TRUE(controller_->holds_unix_bind_tracker());
+  ASSERT_TRUE(controller_->RemoveSandbox(second.id()).ok());
+  EXPECT_FALSE(controller_->holds_unix_bind_tracker());
 }
 
 }  // namespace

@@ -88,6 +88,17 @@ class GatedEnforcement : public HostEnforcement {
   std::string UnixUnavailable() const override {
     return inner_->UnixUnavailable();
   }
+  absl::Status SetUnixTraits(uint64_t id, const UnixTraits& traits) override {
+    return inner_->SetUnixTraits(id, traits);
+  }
+  bool CanBrokerUnix() const override { return inner_->CanBrokerUnix(); }
+  absl::Status AllowBrokeredConnect(uint64_t cookie,
+                                    uint64_t pid_tgid) override {
+    return inner_->AllowBrokeredConnect(cookie, pid_tgid);
+  }
+  void ForgetBrokeredConnect(uint64_t cookie) override {
+    inner_->ForgetBrokeredConnect(cookie);
+  }
   absl::StatusOr<GuardInfo> PrepareGuard(GuardMode mode, bool spawns) override {
     return inner_->PrepareGuard(mode, spawns);
   }

@@ -42,9 +42,15 @@
 namespace sandfence {
 namespace {
 
-// A sandbox's Unix traits count only where its phase checks Unix sockets.
+constexpr uint32_t kUnixTraitFlags =
+    SF_SB_UNIX_BROKER | SF_SB_UNIX_SCOPED | SF_SB_UNIX_TRACKED;
+
+// A sandbox's Unix traits count only where its phase checks Unix sockets;
+// whether it relies on the bind tracker, in every phase (its binds are
+// tracked before a phase checks them).
 uint32_t WithUnixTraits(uint32_t flags, uint32_t traits) {
   const uint32_t checked = SF_SB_RESTRICTED | SF_SB_UNIX_CHECKED;
+  flags |= traits & SF_SB_UNIX_TRACKED;
   return (flags & checked) == checked ? flags | traits : flags;
 }
 
@@ -722,36 +728,73 @@ absl::Status EgressController::AttachUnixHostProgs() {
   // controller otherwise. A pinned link of an earlier build stays: it
   // shares these maps (libbpf refused the load if their layout changed).
   for (const char* prog : UnixHostProgs()) {
-    // The bind tracker only for a process whose sandboxes may need it:
-    // one that brokers its sandboxes' connects leaves the host alone.
-    if (!unix_bind_tracker_ && absl::string_view(prog) == kUnixBindProg) {
-      continue;
-    }
-    const std::string pin = host_->pins().HostLink(prog);
-    if (host_->pinned()) {
-      UniqueFd existing(bpf_obj_get(pin.c_str()));
-      if (existing) {
-        unix_host_links_.push_back(std::move(existing));
-        continue;
-      }
-    }
-    // Tracing and LSM programs alike attach through raw_tracepoint_open.
-    UniqueFd link(bpf_raw_tracepoint_open(nullptr, prog_fd(prog)));
-    if (!link) {
-      return LoadError(
-          errno, absl::StrCat("attach the unix socket program ", prog, " (",
-                              unix_enforcer_name(), ")"));
-    }
-    if (host_->pinned()) {
-      if (absl::Status s = MakeDirs(host_->pins().HostLinksDir()); !s.ok()) {
-        return s;
-      }
-      if (bpf_obj_pin(link.get(), pin.c_str()) != 0) {
-        return ErrnoError(errno, absl::StrCat("pin ", pin));
-      }
-    }
-    unix_host_links_.push_back(std::move(link));
+    // The bind tracker only while a sandbox needs it (UpdateBindTracker).
+    if (absl::string_view(prog) == kUnixBindProg) continue;
+    absl::StatusOr<UniqueFd> link = AttachHostProg(prog);
+    if (!link.ok()) return link.status();
+    unix_host_links_.push_back(*std::move(link));
   }
+  return UpdateBindTracker();
+}
+
+absl::StatusOr<UniqueFd> EgressController::AttachHostProg(const char* prog) {
+  const std::string pin = host_->pins().HostLink(prog);
+  if (host_->pinned()) {
+    UniqueFd existing(bpf_obj_get(pin.c_str()));
+    if (existing) return existing;
+  }
+  // Tracing and LSM programs alike attach through raw_tracepoint_open.
+  UniqueFd link(bpf_raw_tracepoint_open(nullptr, prog_fd(prog)));
+  if (!link) {
+    return LoadError(errno,
+                     absl::StrCat("attach the unix socket program ", prog,
+                                  " (", unix_enforcer_name(), ")"));
+  }
+  if (host_->pinned()) {
+    if (absl::Status s = MakeDirs(host_->pins().HostLinksDir()); !s.ok()) {
+      return s;
+    }
+    if (bpf_obj_pin(link.get(), pin.c_str()) != 0) {
+      return ErrnoError(errno, absl::StrCat("pin ", pin));
+    }
+  }
+  return link;
+}
+
+bool EgressController::BindTrackerNeeded() const {
+  for (const KernelSandbox& k : KernelSandboxes()) {
+    if ((k.flags & SF_SB_UNIX_TRACKED) && !(k.flags & SF_SB_UNIX_BROKER)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool EgressController::holds_unix_bind_tracker() const {
+  absl::MutexLock lock(&tracker_mu_);
+  return static_cast<bool>(bind_tracker_link_);
+}
+
+absl::Status EgressController::UpdateBindTracker(bool attach) {
+  if (!unix_bind_tracker_ || unix_enforcer_ != UnixEnforcer::kCgroupHooks) {
+    return absl::OkStatus();
+  }
+  // The host's sandboxes decide, whichever process owns them: one process
+  // at a time attaches or detaches (a driver without the tracker never
+  // does).
+  HostState::Lock host_lock = host_->Exclusive();
+  absl::MutexLock lock(&tracker_mu_);
+  const std::string pin = host_->pins().HostLink(kUnixBindProg);
+  if (attach || BindTrackerNeeded()) {
+    if (bind_tracker_link_) return absl::OkStatus();
+    absl::StatusOr<UniqueFd> link = AttachHostProg(kUnixBindProg);
+    if (!link.ok()) return link.status();
+    bind_tracker_link_ = *std::move(link);
+    return absl::OkStatus();
+  }
+  // Nobody needs it: nothing taxes the host's system calls for nobody.
+  if (host_->pinned()) ::unlink(pin.c_str());
+  bind_tracker_link_.reset();
   return absl::OkStatus();
 }
 
@@ -763,6 +806,8 @@ void EgressController::DetachHostProgs() {
     if (host_->pinned()) ::unlink(host_->pins().HostLink(prog).c_str());
   }
   unix_host_links_.clear();
+  absl::MutexLock lock(&tracker_mu_);
+  bind_tracker_link_.reset();
 }
 
 absl::Status EgressController::CheckUnix(const CompiledPhase& phase) const {
@@ -1171,24 +1216,30 @@ absl::StatusOr<uint32_t> EgressController::SwitchPhase(
 
 absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
     uint64_t cgroup_id) {
-  absl::MutexLock lock(&mu_);
-  auto it = sandboxes_.find(cgroup_id);
-  if (it == sandboxes_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+  bool tracked = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sandboxes_.find(cgroup_id);
+    if (it == sandboxes_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+    }
+    tracked = (it->second.flags & SF_SB_UNIX_TRACKED) != 0;
+    Detach(cgroup_id, it->second);
+    DeleteState(it->second);
+    DeleteLearned(it->second);
+    bpf_map_delete_elem(maps_.dns_targets.get(), &cgroup_id);
+    const uint32_t generation = it->second.generation;
+    sandboxes_.erase(it);
+    // A scan of two caches: off the caller's path, journaled as a switch's.
+    Doom(generation);
+    reaper_.Post([this, cgroup_id, generation] {
+      DeleteSeen(cgroup_id);
+      Undoom(generation);
+    });
   }
-  Detach(cgroup_id, it->second);
-  DeleteState(it->second);
-  DeleteLearned(it->second);
-  bpf_map_delete_elem(maps_.dns_targets.get(), &cgroup_id);
-  const uint32_t generation = it->second.generation;
-  sandboxes_.erase(it);
-  // A scan of two caches: off the caller's path, journaled as a switch's.
-  Doom(generation);
-  reaper_.Post([this, cgroup_id, generation] {
-    DeleteSeen(cgroup_id);
-    Undoom(generation);
-  });
+  // The last sandbox that needed the bind tracker takes it along.
+  if (tracked) UpdateBindTracker().IgnoreError();
   return TakeCounters(cgroup_id);
 }
 
@@ -1196,26 +1247,38 @@ absl::Status EgressController::SetUnixTraits(uint64_t cgroup_id,
                                              const UnixTraits& traits) {
   // Only the cgroup hooks read them; the LSM hooks judge the socket reached.
   if (unix_enforcer_ != UnixEnforcer::kCgroupHooks) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  auto it = sandboxes_.find(cgroup_id);
-  if (it == sandboxes_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+  const bool tracked = traits.tracked && !traits.broker && unix_bind_tracker_;
+  // The tracker first: a sandbox's binds are tracked before its entry says
+  // it relies on them.
+  if (tracked) {
+    if (absl::Status s = UpdateBindTracker(/*attach=*/true); !s.ok()) {
+      return s;
+    }
   }
-  SandboxState& state = it->second;
-  state.unix_traits = (traits.broker ? SF_SB_UNIX_BROKER : 0u) |
-                      (traits.abstract_scoped ? SF_SB_UNIX_SCOPED : 0u);
-  const uint32_t flags = WithUnixTraits(
-      state.flags & ~(SF_SB_UNIX_BROKER | SF_SB_UNIX_SCOPED),
-      state.unix_traits);
-  if (flags == state.flags) return absl::OkStatus();
-  const uint32_t before = state.flags;
-  state.flags = flags;
-  if (absl::Status s = WriteSandbox(cgroup_id, state, BPF_EXIST); !s.ok()) {
-    state.flags = before;
-    return s;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sandboxes_.find(cgroup_id);
+    if (it == sandboxes_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
+    }
+    SandboxState& state = it->second;
+    state.unix_traits = (traits.broker ? SF_SB_UNIX_BROKER : 0u) |
+                        (traits.abstract_scoped ? SF_SB_UNIX_SCOPED : 0u) |
+                        (tracked ? SF_SB_UNIX_TRACKED : 0u);
+    const uint32_t flags =
+        WithUnixTraits(state.flags & ~kUnixTraitFlags, state.unix_traits);
+    if (flags != state.flags) {
+      const uint32_t before = state.flags;
+      state.flags = flags;
+      if (absl::Status s = WriteSandbox(cgroup_id, state, BPF_EXIST);
+          !s.ok()) {
+        state.flags = before;
+        return s;
+      }
+    }
   }
-  return absl::OkStatus();
+  return UpdateBindTracker();
 }
 
 absl::Status EgressController::AllowBrokeredConnect(uint64_t cookie,
@@ -1308,7 +1371,7 @@ absl::StatusOr<AdoptedSandbox> EgressController::AdoptSandbox(
   state.generation = kernel->generation;
   state.phase = kernel->phase;
   state.flags = kernel->flags;
-  state.unix_traits = kernel->flags & (SF_SB_UNIX_BROKER | SF_SB_UNIX_SCOPED);
+  state.unix_traits = kernel->flags & kUnixTraitFlags;
   state.adopted = true;
   const std::string dir = LinkDir(cgroup_id);
   sf_dns_target target{};

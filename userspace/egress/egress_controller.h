@@ -49,10 +49,11 @@ namespace sandfence {
 struct EgressOptions {
   // This process's event ring, in bytes: a power of two, at least a page.
   uint32_t ring_bytes = 4u << 20;
-  // With the cgroup Unix hooks: attach (or hold) the host-wide bind tracker
-  // (a program on every system call's exit on the host) that lets a
-  // sandbox reach a path it bound. A process whose sandboxes all connect
-  // through a supervisor (SetUnixTraits: broker) does without it.
+  // With the cgroup Unix hooks: attach the host-wide bind tracker (a
+  // program on every system call's exit on the host) that lets a sandbox
+  // reach a path it bound, while some sandbox needs it (UnixTraits::
+  // tracked) and only then. A process whose sandboxes all connect through a
+  // supervisor (UnixTraits::broker) never attaches it.
   bool unix_bind_tracker = true;
 };
 
@@ -64,6 +65,11 @@ struct UnixTraits {
   // Every process is in a Landlock domain scoping abstract sockets
   // (SF_SB_UNIX_SCOPED): unlisted abstract names are left to Landlock.
   bool abstract_scoped = false;
+  // A phase of its policy checks Unix sockets and nothing brokers its
+  // paths: its own paths are known by the host-wide bind tracker
+  // (SF_SB_UNIX_TRACKED). Ignored with broker, and by a controller made
+  // without unix_bind_tracker.
+  bool tracked = false;
 };
 
 struct SandboxCounters {
@@ -212,15 +218,20 @@ class EgressController {
 
   // Sets how the sandbox's processes reach Unix sockets, for this phase and
   // every later one (only where its phase checks Unix sockets with the
-  // cgroup hooks). Before anything runs in it.
+  // cgroup hooks). Before anything runs in it; or, to broker a sandbox
+  // that was tracked, at any time: its own paths are then refused by name
+  // until they are brokered (closed, never open). Attaches or detaches the
+  // bind tracker as the host's sandboxes now need it.
   absl::Status SetUnixTraits(uint64_t cgroup_id, const UnixTraits& traits);
   // The supervisor thread `pid_tgid` is about to connect the socket with
   // `cookie` on a sandbox's behalf: the hook lets that one connect through
   // (and forgets it). Forget: the connect did not reach the hook.
   absl::Status AllowBrokeredConnect(uint64_t cookie, uint64_t pid_tgid);
   void ForgetBrokeredConnect(uint64_t cookie);
-  // Whether the host-wide bind tracker is attached by this controller.
-  bool holds_unix_bind_tracker() const { return !unix_host_links_.empty(); }
+  // Whether this controller holds the host-wide bind tracker's link.
+  bool holds_unix_bind_tracker() const;
+  // Whether a sandbox on the host (any process's) needs the bind tracker.
+  bool BindTrackerNeeded() const;
 
   absl::StatusOr<SandboxCounters> Counters(uint64_t cgroup_id) const;
   // Per-address budget counts the kernel holds for the cgroup (a scan).
@@ -285,7 +296,8 @@ class EgressController {
     uint32_t generation = 0;
     uint16_t phase = 0;
     uint32_t flags = 0;
-    // SF_SB_UNIX_BROKER/SCOPED from SetUnixTraits, kept across phases.
+    // SF_SB_UNIX_BROKER/SCOPED/TRACKED from SetUnixTraits, kept across
+    // phases.
     uint32_t unix_traits = 0;
     RuleEntries entries;
     std::vector<UniqueFd> links;  // pinned hosts pin them as well
@@ -350,6 +362,12 @@ class EgressController {
   // Attaches the Unix enforcer's host-wide programs, or opens the pinned
   // links of another process.
   absl::Status AttachUnixHostProgs();
+  // Attaches the bind tracker when a sandbox needs it (or `attach`: one is
+  // about to) and detaches it when none does (controllers made with
+  // unix_bind_tracker only).
+  absl::Status UpdateBindTracker(bool attach = false);
+  // Attaches a host-wide program, or opens its pinned link.
+  absl::StatusOr<UniqueFd> AttachHostProg(const char* prog);
   // Rejected for a phase that checks Unix sockets where nothing can.
   absl::Status CheckUnix(const CompiledPhase& phase) const;
   absl::Status WriteEntries(const RuleEntries& entries);
@@ -412,8 +430,11 @@ class EgressController {
   // Iterator links, made once: each walk only opens an iterator on them.
   UniqueFd cut_tcp_, cut_udp_, cut_req_;
   std::string cut_unavailable_;
-  // The links of UnixHostProgs() (see AttachUnixHostProgs).
+  // The links of UnixHostProgs() (see AttachUnixHostProgs) but the bind
+  // tracker's, which UpdateBindTracker holds while it is needed.
   std::vector<UniqueFd> unix_host_links_;
+  mutable absl::Mutex tracker_mu_;
+  UniqueFd bind_tracker_link_ ABSL_GUARDED_BY(tracker_mu_);
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, SandboxState> sandboxes_ ABSL_GUARDED_BY(mu_);
   // HoldDeletesForTest's gate (released at the latest by the destructor).

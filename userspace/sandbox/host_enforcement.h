@@ -95,6 +95,26 @@ class HostEnforcement {
   // Why phases that check Unix sockets cannot be enforced here (empty:
   // they can): such a policy is refused before anything exists.
   virtual std::string UnixUnavailable() const = 0;
+  // How the sandbox's processes reach Unix sockets (EgressController::
+  // SetUnixTraits); a host without the cgroup Unix hooks ignores it.
+  virtual absl::Status SetUnixTraits(uint64_t cgroup_id,
+                                     const UnixTraits& traits) {
+    (void)cgroup_id;
+    (void)traits;
+    return absl::OkStatus();
+  }
+  // Whether a supervisor can broker the sandboxes' Unix paths here
+  // (confine/unix_broker.h): the cgroup Unix hooks judge them.
+  virtual bool CanBrokerUnix() const { return false; }
+  // A supervisor thread connects a socket on a sandbox's behalf
+  // (EgressController::AllowBrokeredConnect).
+  virtual absl::Status AllowBrokeredConnect(uint64_t cookie,
+                                            uint64_t pid_tgid) {
+    (void)cookie;
+    (void)pid_tgid;
+    return absl::FailedPreconditionError("nothing to broker here");
+  }
+  virtual void ForgetBrokeredConnect(uint64_t cookie) { (void)cookie; }
 
   // --- the process guard ---
   // Loads (or opens) the guard for `mode` without guarding anything:

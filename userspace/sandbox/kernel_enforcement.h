@@ -82,6 +82,21 @@ class KernelEnforcement : public HostEnforcement {
   std::string UnixUnavailable() const override {
     return egress_->unix_unavailable();
   }
+  absl::Status SetUnixTraits(uint64_t cgroup_id,
+                             const UnixTraits& traits) override {
+    return egress_->SetUnixTraits(cgroup_id, traits);
+  }
+  bool CanBrokerUnix() const override {
+    return egress_->unix_enforcer() ==
+           EgressController::UnixEnforcer::kCgroupHooks;
+  }
+  absl::Status AllowBrokeredConnect(uint64_t cookie,
+                                    uint64_t pid_tgid) override {
+    return egress_->AllowBrokeredConnect(cookie, pid_tgid);
+  }
+  void ForgetBrokeredConnect(uint64_t cookie) override {
+    egress_->ForgetBrokeredConnect(cookie);
+  }
   std::string GuardStatus() override;
   std::vector<uint64_t> AllSandboxes() override;
   std::string PinRoot() const override { return host_->pin_root(); }

@@ -402,6 +402,19 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Start(HostEnforcement* host,
     }
     sb->attached_ = true;
     sb->generation_ = *generation;
+    // Its own paths are known by the host's bind tracker until a
+    // supervisor brokers them (a driver that does says so next).
+    bool checks_unix = false;
+    for (const CompiledPhase& p : sb->policy_.phases) {
+      checks_unix |= p.restricted() && p.unix_checked;
+    }
+    if (checks_unix) {
+      if (absl::Status s = host->SetUnixTraits(sb->cgroup_.id,
+                                               {.tracked = true});
+          !s.ok()) {
+        return s;
+      }
+    }
     if (sb->recorder_) sb->recorder_->BindGeneration(*generation);
     // Its filter target, before anything runs in it: a filtered phase's
     // queries go nowhere else.
