@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,12 +29,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
 #include "confine/confine.h"
 #include "daemon/daemon_fixture.h"
 #include "egress/egress_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "host/pin_layout.h"
+#include "support/counting_unix_service.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 
@@ -578,6 +582,100 @@ TEST_F(EnterRolloutTest, RolloutEntryIsConfinedJudgedAndRecorded) {
   // inner one.
   EXPECT_EQ(CountWarnings(rec, v1::WARNING_ENTERED),
             1 + static_cast<int>(rows.size()) + nested);
+}
+
+// Issue 33 through the daemon: an unprivileged agent entered into a
+// rollout tries every way to a host Unix socket run's test tries, and a
+// socket family nothing else judges. The daemon holds its socket-family
+// filter's listener: it refuses vsock (recorded), connects the agent's own
+// paths after checking the socket reached, and no program runs on the
+// host's system calls for it (the bind tracker is not attached).
+TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
+  SANDFENCE_REQUIRE_HOST(HostChecksUnixSockets());
+  char listed_tmpl[] = "/tmp/sf-enter-listed-XXXXXX";
+  ASSERT_NE(mkdtemp(listed_tmpl), nullptr);
+  ASSERT_EQ(chmod(listed_tmpl, 0755), 0);
+  const std::string listed_path = absl::StrCat(listed_tmpl, "/listed.sock");
+  const std::string agent_dir = dir_ + "/work";
+  ASSERT_EQ(chmod(agent_dir.c_str(), 01777), 0);
+  const std::string host_path = agent_dir + "/host.sock";
+  const std::string host_abstract =
+      absl::StrCat("@sf-enter-attack-", getpid());
+  const std::string id = absl::StrCat("enter-unix-", getpid());
+  ASSERT_FALSE(StartRollout(id, "LANDLOCK", "",
+                            absl::StrCat("unix { allow: \"", listed_path,
+                                         "\" }"))
+                   .cgroup_path()
+                   .empty());
+  const PinLayout pins = PinsOf(daemon_->dirs().pin_dir);
+  std::map<std::string, int> got;
+  int host_accepted = 0, listed_accepted = 0, abstract_accepted = 0;
+  std::string out, err;
+  {
+    CountingService host(host_path);
+    CountingService listed(listed_path);
+    CountingService abstract_host(host_abstract);
+    const std::string vsock =
+        "import socket\n"
+        "try:\n"
+        "    socket.socket(40, socket.SOCK_STREAM).close(); print('vsock 0')\n"
+        "except OSError as e:\n"
+        "    print('vsock', e.errno)\n";
+    auto c = Enter({"--rollout", id, "--socket", Socket(), "--user",
+                    absl::StrCat(kNobody)},
+                   {"/bin/sh", "-c",
+                    absl::StrCat("/usr/bin/python3 '", SANDFENCE_SOURCE,
+                                 "/tests/run/unix_attacks.py' '", agent_dir,
+                                 "' '", host_path, "' '", listed_path, "' '",
+                                 host_abstract, "' && /usr/bin/python3 -c \"",
+                                 vsock, "\"")});
+    EXPECT_EQ(c->Wait(), 0) << c->out() << c->err() << daemon_->Log();
+    // Once a process entered supervised (and the rollout is still open),
+    // nothing of it is on the host's system calls.
+    EXPECT_FALSE(Exists(pins.HostLink("unix_bind")))
+        << "the bind tracker is attached for a supervised rollout";
+    out = c->out();
+    err = c->err();
+    host_accepted = host.accepted();
+    abstract_accepted = abstract_host.accepted();
+    listed_accepted = listed.accepted();
+  }
+  unlink(listed_path.c_str());
+  rmdir(listed_tmpl);
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    int code = -1;
+    if (f.size() == 2 && absl::SimpleAtoi(f[1], &code)) got[f[0]] = code;
+  }
+  std::cout << "[ ROW  ] " << absl::StrReplaceAll(out, {{"\n", ", "}})
+            << "\n";
+  ASSERT_EQ(got.size(), 11u) << out << err << daemon_->Log();
+  EXPECT_EQ(got["io_uring"], EPERM) << "attack 1's ring";
+  EXPECT_EQ(got["userns_mount"], EPERM) << "attacks 2 and 4's namespaces";
+  EXPECT_EQ(got["swap_plain"], EPERM) << "the plain swap (0: it talked)";
+  EXPECT_EQ(got["fork_swap"], EPERM) << "attack 3 (0: the parent talked)";
+  EXPECT_EQ(got["relative_swap"], EPERM) << "a relative name elsewhere";
+  EXPECT_EQ(got["short_address"], EPERM)
+      << "an own path by name, past the supervisor";
+  EXPECT_EQ(got["own_threaded"], 0)
+      << "the control: a threaded program reaches its own socket";
+  EXPECT_EQ(got["listed"], 0) << "the control: a listed path is reached";
+  EXPECT_EQ(got["abstract_host"], EPERM) << "the host's abstract socket";
+  EXPECT_EQ(got["own_abstract"], 0) << "the control: its own abstract name";
+  EXPECT_EQ(got["vsock"], EPERM) << "a family no hook judges";
+  EXPECT_EQ(abstract_accepted, 0);
+  EXPECT_EQ(listed_accepted, 1);
+  EXPECT_EQ(host_accepted, 0) << "the host's service accepted a connection";
+
+  const v1::RolloutRecord rec = End(id);
+  const std::string text = rec.DebugString();
+  // The supervisor's decisions: the brokered connect and the vsock socket.
+  EXPECT_GE(rec.loss().supervisor_decided(), 2u) << text;
+  EXPECT_THAT(text, HasSubstr("vsock")) << "the family is named";
+  EXPECT_THAT(text, HasSubstr(absl::StrCat(agent_dir, "/own-plain.sock")))
+      << "the refused swap is recorded by the name given";
+  EXPECT_THAT(daemon_->Log(),
+              HasSubstr("an entered process's socket calls are supervised"));
 }
 
 // A second enter from inside a rollout whose Unix sockets are unchecked:

@@ -1,7 +1,12 @@
 #include "cli/enter_command.h"
 
 #include <pwd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <memory>
@@ -16,6 +21,7 @@
 #include "cli/daemon_client.h"
 #include "common/status.h"
 #include "daemon/daemon_server.h"
+#include "daemon/entry_supervisor.h"
 #include "enter/enter.h"
 #include "host/host_state.h"
 
@@ -118,6 +124,36 @@ absl::StatusOr<enter::RolloutGrant> AskDaemon(const enter::EnterFlags& flags) {
   return grant;
 }
 
+// The channel the command's socket calls go to the daemon by
+// (daemon/entry_supervisor.h): connected, the rollout id sent.
+absl::StatusOr<UniqueFd> OpenSupervision(const enter::EnterFlags& flags) {
+  const std::string path = SupervisionSocketPath(flags.socket);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoError(errno, "socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return Malformed(absl::StrCat("socket path ", path, " is too long"));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr),
+                sizeof(addr)) != 0) {
+    const int err = errno;
+    return absl::Status(
+        absl::ErrnoToStatusCode(err) == absl::StatusCode::kPermissionDenied
+            ? absl::StatusCode::kPermissionDenied
+            : absl::StatusCode::kUnavailable,
+        absl::StrCat("connect to the daemon's supervision socket ", path, ": ",
+                     std::strerror(err),
+                     "; nothing was entered or started"));
+  }
+  if (::send(fd.get(), flags.rollout.data(), flags.rollout.size(),
+             MSG_NOSIGNAL) != static_cast<ssize_t>(flags.rollout.size())) {
+    return ErrnoError(errno, absl::StrCat("send to ", path));
+  }
+  return fd;
+}
+
 }  // namespace
 
 int EnterCommand(int argc, char** argv) {
@@ -126,6 +162,7 @@ int EnterCommand(int argc, char** argv) {
   host.usage = kUsage;
   host.default_socket = kDefaultSocketPath;
   host.ask_daemon = AskDaemon;
+  host.open_supervision = OpenSupervision;
   host.lookup_user = LookupUser;
   host.own_paths = SandfenceOwnPaths(kDefaultPinRoot);
   return enter::Enter(std::vector<std::string>(argv + 1, argv + argc), host);

@@ -144,7 +144,7 @@ absl::StatusOr<UniqueFd> ReceiveFd(int channel) {
 }
 
 absl::StatusOr<std::optional<SocketAttempt>> SocketSupervisor::AnswerOne(
-    bool restricted, const UnixBroker* broker) {
+    bool restricted, const UnixBroker* broker, bool allow_io_uring) {
   struct seccomp_notif req;
   std::memset(&req, 0, sizeof(req));  // NOTIF_RECV wants it zeroed
   if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
@@ -158,8 +158,9 @@ absl::StatusOr<std::optional<SocketAttempt>> SocketSupervisor::AnswerOne(
   const bool i386 = req.data.arch == AUDIT_ARCH_I386;
   const uint32_t arg0 = static_cast<uint32_t>(req.data.args[0]);
   const uint32_t arg1 = static_cast<uint32_t>(req.data.args[1]);
-  if (i386 ? nr == kI386Connect : nr == __NR_connect) {
-    if (broker != nullptr) {
+  const bool granted_uring = allow_io_uring && nr == __NR_io_uring_setup;
+  if ((i386 ? nr == kI386Connect : nr == __NR_connect) || granted_uring) {
+    if (broker != nullptr && !granted_uring) {
       UnixBrokerOutcome o = broker->Decide(listener_.get(), req);
       if (o.answered) {
         a.call = SocketAttempt::Call::kConnect;

@@ -76,11 +76,15 @@ class SocketSupervisor {
 
   // Takes one waiting call and answers it: refused with EPERM when
   // `restricted`, carried on otherwise. A connect goes to `broker` when
-  // there is one (the phase checks Unix sockets), else on to the kernel.
-  // nullopt when there is nothing to record: the caller went away before
-  // it could be read, or the call was left to the kernel's hooks.
+  // there is one (the phase checks Unix sockets), else on to the kernel;
+  // io_uring_setup goes on when the phase grants io_uring
+  // (guard.allow_io_uring: its operations pass no system-call check, and
+  // the policy says so). nullopt when there is nothing to record: the
+  // caller went away before it could be read, or the call was left to the
+  // kernel.
   absl::StatusOr<std::optional<SocketAttempt>> AnswerOne(
-      bool restricted, const UnixBroker* broker = nullptr);
+      bool restricted, const UnixBroker* broker = nullptr,
+      bool allow_io_uring = false);
 
  private:
   UniqueFd listener_;

@@ -318,6 +318,12 @@ absl::Status RunDaemon(const DaemonOptions& options) {
     LogInfo("adopted %d rollouts from an earlier daemon: %s", adopted.size(),
             absl::StrJoin(adopted, ", "));
   }
+  // Where `sandfence enter --rollout` hands over its socket calls.
+  if (absl::Status s =
+          (*manager)->ServeSupervision(SupervisionSocketPath(path));
+      !s.ok()) {
+    return s;
+  }
 
   SandfenceService service(manager->get(), options.watch_queue);
   grpc::ServerBuilder builder;

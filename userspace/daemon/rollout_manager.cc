@@ -121,6 +121,8 @@ absl::Status RolloutManager::Protect(const std::string& path) {
 }
 
 RolloutManager::~RolloutManager() {
+  // Its thread calls into the rollouts: gone before them.
+  supervision_.reset();
   stop_ = true;
   if (event_thread_.joinable()) event_thread_.join();
   std::vector<std::shared_ptr<Rollout>> all;
@@ -654,6 +656,7 @@ absl::StatusOr<v1::EndRolloutResponse> RolloutManager::End(
   }
   absl::StatusOr<SandboxEnd> ended = r->sandbox->End();
   r->ended = true;
+  if (supervision_) supervision_->Forget(rollout_id);
   {
     // What the rollout counted stays in the metrics' sums (they are
     // counters: an end must not lower them).

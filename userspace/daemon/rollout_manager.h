@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/ip.h"
+#include "daemon/entry_supervisor.h"
 #include "daemon/rollout_totals.h"
 #include "daemon/state_store.h"
 #include "events/event_stream.h"
@@ -155,6 +156,12 @@ class RolloutManager {
   absl::StatusOr<v1::EnterRolloutResponse> Enter(const std::string& rollout_id,
                                                  pid_t caller);
   ManagerMetrics Metrics();
+  // Takes the socket-family listeners of processes entering rollouts on
+  // `path` (daemon/entry_supervisor.h) and answers their calls by each
+  // rollout's phase. Once, after AdoptAndStart, before serving.
+  absl::Status ServeSupervision(const std::string& path);
+  // Listeners held for the rollout: its entered processes' calls.
+  size_t SupervisedListeners(const std::string& rollout_id) const;
 
   // Calls `sink` (on the event thread) with every network decision of the
   // rollout until Unwatch; the sink must not block.
@@ -223,6 +230,11 @@ class RolloutManager {
   void Publish(const Rollout& rollout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts the sandbox's decisions for the metrics.
   void CountDecisions(Sandbox& sandbox);
+  // EntrySupervisor's hooks (rollout_supervision.cc).
+  absl::StatusOr<std::string> AdmitEntry(const std::string& rollout_id);
+  void EntryAdmitted(const std::string& rollout_id);
+  absl::Status AnswerEntered(const std::string& rollout_id,
+                             confine::SocketSupervisor& supervisor);
 
   const ManagerOptions options_;
   std::unique_ptr<HostEnforcement> enforcement_;
@@ -231,6 +243,8 @@ class RolloutManager {
   const BootClock clock_ = BootClock::Capture();
 
   std::thread event_thread_;
+  // Set once before serving (ServeSupervision); stopped first.
+  std::unique_ptr<EntrySupervisor> supervision_;
   std::atomic<bool> stop_{false};
 
   absl::Mutex mu_;

@@ -196,6 +196,39 @@ struct ChildPlan {
   int listener_channel;  // with socket_filter: where its listener goes
 };
 
+// In place (ExecInPlace): the supervisor that took the listener answers
+// "ok", or the exit code this process takes and why; nothing of the
+// command runs before.
+void AwaitSupervisor(const SpawnOptions& options) {
+  char reply[512];
+  ssize_t n;
+  do {
+    n = ::recv(options.socket_supervisor_channel, reply, sizeof(reply) - 1, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n == 2 && std::memcmp(reply, "ok", 2) == 0) return;
+  if (n <= 0) {
+    static const char kGone[] =
+        "sandfence: the daemon took no listener (it stopped?): nothing "
+        "started\n";
+    ssize_t ignored = ::write(2, kGone, sizeof(kGone) - 1);
+    (void)ignored;
+    ::_exit(kExitTempFail);
+  }
+  reply[n] = '\0';
+  char* text = nullptr;
+  const long code = std::strtol(reply, &text, 10);
+  static const char kRefused[] = "sandfence: the daemon refused to supervise "
+                                 "this process's socket calls: ";
+  struct iovec parts[] = {
+      {const_cast<char*>(kRefused), sizeof(kRefused) - 1},
+      {text, std::strlen(text)},
+      {const_cast<char*>("\n"), 1},
+  };
+  ssize_t ignored = ::writev(2, parts, 3);
+  (void)ignored;
+  ::_exit(code > 0 && code < 126 ? static_cast<int>(code) : kExitSoftware);
+}
+
 // Caps, credentials, descriptors, exec. under_init: the caller is the init
 // of the sandbox's PID namespace, which holds the parent-death signal.
 [[noreturn]] void ExecCommand(const ChildPlan& plan, bool under_init) {
@@ -272,6 +305,7 @@ struct ChildPlan {
       Fail(fd, kStageSocketFilter);
     }
     ::close(listener);
+    if (options.socket_supervisor_channel >= 0) AwaitSupervisor(options);
   }
   ::execve(plan.exe, plan.argv, environ);
   Fail(fd, kStageExec);
@@ -549,15 +583,21 @@ absl::Status ExecInPlace(const SpawnOptions& options) {
       ::syscall(SYS_setns, options.netns_fd, CLONE_NEWNET) != 0) {
     return ErrnoError(errno, "join the sandbox's network namespace");
   }
-  if (options.socket_filter != nullptr) {
+  if (options.socket_filter != nullptr &&
+      options.socket_supervisor_channel < 0) {
     return absl::InvalidArgumentError(
         "ExecInPlace has nobody to hold the socket-family filter's listener");
   }
   SpawnOptions in_place = options;
   in_place.kill_with_parent = false;
-  ChildPlan plan{&in_place,       exe->c_str(),      argv.data(),
-                 gid,             /*error_fd=*/-1,   /*parent=*/0,
-                 /*parent_pidfd=*/-1, /*listener_channel=*/-1};
+  ChildPlan plan{&in_place,
+                 exe->c_str(),
+                 argv.data(),
+                 gid,
+                 /*error_fd=*/-1,
+                 /*parent=*/0,
+                 /*parent_pidfd=*/-1,
+                 /*listener_channel=*/options.socket_supervisor_channel};
   // Only this thread's credentials change, and execve ends every other
   // thread: the command starts with them all.
   ExecCommand(plan, /*under_init=*/false);

@@ -67,9 +67,12 @@ struct SpawnOptions {
   // BuildSocketFamilyFilter), installed by the command last, after the
   // guard's; its listener is handed back through socket_listener (then a
   // confine::SocketSupervisor's) before the command execs. Both must
-  // outlive the call. Not with ExecInPlace.
+  // outlive the call. With ExecInPlace, the listener goes over
+  // socket_supervisor_channel instead (daemon/entry_supervisor.h), and the
+  // command runs only once the supervisor has answered "ok".
   const std::vector<sock_filter>* socket_filter = nullptr;
   UniqueFd* socket_listener = nullptr;
+  int socket_supervisor_channel = -1;
 };
 
 // Returns the child's pid. Errors in the child before exec (unknown

@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "confine/confine.h"
+#include "confine/seccomp_filter.h"
 #include "egress/spawn.h"
 
 namespace sandfence::enter {
@@ -326,6 +327,7 @@ int Enter(const std::vector<std::string>& args, const EnterHost& host) {
     return Refuse(host.program, exe.status());
   }
   std::string cgroup = flags.cgroup;
+  UniqueFd supervision;
   if (!flags.rollout.empty()) {
     // Asked before anything changes: the daemon refuses callers inside a
     // sandbox, and this process is not in one yet.
@@ -335,6 +337,13 @@ int Enter(const std::vector<std::string>& args, const EnterHost& host) {
     plan.deny_io_uring = !grant->allow_io_uring;
     plan.deny_ptrace = grant->deny_ptrace;
     for (const std::string& p : grant->no_access) plan.no_access.push_back(p);
+    // Connected now, from outside the sandbox: once inside, neither its
+    // hooks nor Landlock let this process reach the daemon's sockets.
+    if (host.open_supervision) {
+      absl::StatusOr<UniqueFd> channel = host.open_supervision(flags);
+      if (!channel.ok()) return Refuse(host.program, channel.status());
+      supervision = *std::move(channel);
+    }
   }
 
   if (!root) {
@@ -378,6 +387,19 @@ int Enter(const std::vector<std::string>& args, const EnterHost& host) {
   // even root's), whatever the bounding set still holds.
   options.drop_privileges = caps.any;
   options.confinement = &*confinement;
+  // Socket families no hook judges, and Unix paths by the socket they
+  // reach: the daemon answers them (daemon/entry_supervisor.h).
+  std::vector<sock_filter> socket_filter;
+  if (supervision) {
+    socket_filter = confine::BuildSocketFamilyFilter();
+    if (socket_filter.empty()) {
+      return Refuse(host.program, absl::InternalError(
+                                      "the socket-family filter does not "
+                                      "assemble"));
+    }
+    options.socket_filter = &socket_filter;
+    options.socket_supervisor_channel = supervision.get();
+  }
   // Returns only with an error from before anything changed.
   return Refuse(host.program, ExecInPlace(options));
 }

@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/unique_fd.h"
 
 namespace sandfence::enter {
 
@@ -82,6 +83,11 @@ struct EnterHost {
   // sandfence's own paths on this host: kept out of the command's reach
   // (missing ones are skipped).
   std::vector<std::string> own_paths;
+  // With --rollout: a channel to the daemon's supervision socket, the
+  // rollout id already sent (daemon/entry_supervisor.h). The command's
+  // socket-family filter's listener goes over it before exec, and the
+  // command runs only once the daemon has taken it. Null: no supervision.
+  std::function<absl::StatusOr<UniqueFd>(const EnterFlags&)> open_supervision;
 };
 
 // `args` excludes the program (and "enter"). A usage error is Malformed and

@@ -383,7 +383,8 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
                           phase.unix_checked;
     absl::StatusOr<std::optional<confine::SocketAttempt>> a =
         supervisor.AnswerOne(verdict == SF_VERDICT_DENY,
-                             brokered ? &unix_broker : nullptr);
+                             brokered ? &unix_broker : nullptr,
+                             phase.guard_allow_io_uring);
     if (!a.ok()) return a.status();
     if (*a && verdict) {
       sb.AddSupervisedEvent(SocketAttemptEvent(**a, *verdict, sb.cgroup().id,

@@ -1,0 +1,118 @@
+// The socket calls of processes entered into rollouts
+// (daemon/entry_supervisor.h), answered by each rollout's phase.
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "confine/landlock.h"
+#include "confine/unix_broker.h"
+#include "daemon/log.h"
+#include "daemon/rollout_internal.h"
+#include "daemon/rollout_manager.h"
+#include "sandbox/socket_attempts.h"
+
+namespace sandfence {
+
+absl::Status RolloutManager::ServeSupervision(const std::string& path) {
+  if (supervision_) return absl::FailedPreconditionError("already serving");
+  EntrySupervisor::Hooks hooks;
+  hooks.admit = [this](const std::string& id) { return AdmitEntry(id); };
+  hooks.admitted = [this](const std::string& id) { EntryAdmitted(id); };
+  hooks.answer = [this](const std::string& id,
+                        confine::SocketSupervisor& supervisor) {
+    return AnswerEntered(id, supervisor);
+  };
+  absl::StatusOr<std::unique_ptr<EntrySupervisor>> s =
+      EntrySupervisor::Listen(path, std::move(hooks));
+  if (!s.ok()) return s.status();
+  supervision_ = *std::move(s);
+  return Protect(path);
+}
+
+size_t RolloutManager::SupervisedListeners(
+    const std::string& rollout_id) const {
+  return supervision_ ? supervision_->ListenerCount(rollout_id) : 0;
+}
+
+absl::StatusOr<std::string> RolloutManager::AdmitEntry(
+    const std::string& rollout_id) {
+  if (absl::Status s = ValidateRolloutId(rollout_id); !s.ok()) return s;
+  std::shared_ptr<Rollout> r = Find(rollout_id);
+  if (r == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no open rollout \"", rollout_id, "\""));
+  }
+  absl::MutexLock rl(&r->mu);
+  if (!r->open()) {
+    return absl::NotFoundError(
+        absl::StrCat("no open rollout \"", rollout_id, "\""));
+  }
+  // As EnterRollout: a rollout without a guard confines nobody.
+  if (r->sandbox->guard_mode() == GuardMode::kOff) {
+    return Rejected(
+        absl::StrCat("rollout \"", rollout_id, "\" has its process guard off"));
+  }
+  return r->sandbox->cgroup().path;
+}
+
+void RolloutManager::EntryAdmitted(const std::string& rollout_id) {
+  std::shared_ptr<Rollout> r = Find(rollout_id);
+  if (r == nullptr) return;
+  absl::MutexLock rl(&r->mu);
+  if (!r->open()) return;
+  Sandbox& sb = *r->sandbox;
+  // Its processes enter through `enter`, each confined and supervised:
+  // their Unix paths are brokered, and where Landlock scopes abstract
+  // sockets (ABI 6+) so are their abstract names. Nobody needs the host's
+  // bind tracker for it any more.
+  if (enforcement_->CanBrokerUnix()) {
+    UnixTraits traits;
+    traits.broker = true;
+    traits.abstract_scoped = confine::ProbeLandlockAbi().version >= 6;
+    if (absl::Status s = enforcement_->SetUnixTraits(sb.cgroup().id, traits);
+        !s.ok()) {
+      // Still tracked: its own paths stay reachable by name, checked by the
+      // tracker as before.
+      LogError("rollout %s: broker its Unix paths: %s", rollout_id,
+               StatusText(s));
+    }
+  }
+  LogInfo("rollout %s: an entered process's socket calls are supervised",
+          rollout_id);
+}
+
+absl::Status RolloutManager::AnswerEntered(
+    const std::string& rollout_id, confine::SocketSupervisor& supervisor) {
+  std::shared_ptr<Rollout> r = Find(rollout_id);
+  std::optional<absl::MutexLock> rl;
+  if (r != nullptr) rl.emplace(&r->mu);
+  if (r == nullptr || !r->open()) {
+    // Ending: refused, as the closed listener will refuse the next one.
+    return supervisor.AnswerOne(/*restricted=*/true).status();
+  }
+  Sandbox& sb = *r->sandbox;
+  const CompiledPhase& phase = sb.current_phase();
+  const std::optional<sf_verdict> verdict = SocketFamilyVerdict(phase);
+  const bool brokered = enforcement_->CanBrokerUnix() &&
+                        verdict == SF_VERDICT_DENY && phase.unix_checked;
+  HostEnforcement* host = enforcement_.get();
+  const confine::UnixBroker broker(confine::UnixBrokerHooks{
+      sb.cgroup().path,
+      [host](uint64_t cookie, uint64_t pid_tgid) {
+        return host->AllowBrokeredConnect(cookie, pid_tgid);
+      },
+      [host](uint64_t cookie) { host->ForgetBrokeredConnect(cookie); }});
+  absl::StatusOr<std::optional<confine::SocketAttempt>> a =
+      supervisor.AnswerOne(verdict == SF_VERDICT_DENY,
+                           brokered ? &broker : nullptr,
+                           phase.guard_allow_io_uring);
+  if (!a.ok()) return a.status();
+  if (*a && verdict) {
+    sb.AddSupervisedEvent(
+        SocketAttemptEvent(**a, *verdict, sb.cgroup().id, sb.generation()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sandfence
