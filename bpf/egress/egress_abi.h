@@ -506,6 +506,10 @@ enum sf_reason {
 	/* allowed: an abstract name the phase does not list, in a sandbox whose
 	 * Landlock domain refuses those bound outside it (SF_SB_UNIX_SCOPED) */
 	SF_REASON_UNIX_SCOPED = 27,
+	/* denied: a path that leads to a socket held outside the sandbox, by
+	 * a name the phase does not list; refused by sandfence's supervisor
+	 * before anything is reached (never sent by a program) */
+	SF_REASON_UNIX_OUTSIDE_SOCKET = 28,
 };
 
 struct sf_net_event {

@@ -669,9 +669,20 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
 
   const v1::RolloutRecord rec = End(id);
   const std::string text = rec.DebugString();
-  // The supervisor's decisions: the brokered connect and the vsock socket.
-  EXPECT_GE(rec.loss().supervisor_decided(), 2u) << text;
+  // The daemon's decisions: the brokered connect, the three swaps refused
+  // (each naming the socket it led to), the vsock socket.
+  EXPECT_EQ(rec.loss().supervisor_decided(), 5u) << text;
   EXPECT_THAT(text, HasSubstr("vsock")) << "the family is named";
+  int swaps = 0;
+  for (const v1::NetAttempt& a : rec.net_attempt()) {
+    if (a.reason() ==
+        "unix socket outside the sandbox (checked by the supervisor)") {
+      EXPECT_THAT(a.reached(), HasSubstr(absl::StrCat(host_path, " (inode ")))
+          << a.DebugString();
+      swaps += static_cast<int>(a.count());
+    }
+  }
+  EXPECT_EQ(swaps, 3) << text;
   EXPECT_THAT(text, HasSubstr(absl::StrCat(agent_dir, "/own-plain.sock")))
       << "the refused swap is recorded by the name given";
   EXPECT_THAT(daemon_->Log(),

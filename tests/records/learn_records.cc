@@ -58,7 +58,8 @@ void LearnRecord::Connect(const std::string& addr, uint16_t port, int count,
 }
 
 void LearnRecord::ConnectUnix(const std::string& name, int count,
-                              sf_verdict verdict, sf_reason reason) {
+                              sf_verdict verdict, sf_reason reason,
+                              const std::string& reached) {
   for (int i = 0; i < count; ++i) {
     *now_ += 1000000;
     NetEvent e = MakeEvent({.verdict = verdict,
@@ -74,6 +75,7 @@ void LearnRecord::ConnectUnix(const std::string& name, int count,
     n.abstract = !name.empty() && name[0] == '@';
     n.name = n.abstract ? name.substr(1) : name;
     e.unix_name = n;
+    e.unix_reached = reached;
     // The supervisor's decisions are no kernel counter's.
     if (!IsSupervised(e)) {
       (verdict == SF_VERDICT_ALLOW ? kernel_.allowed : kernel_.denied)++;

@@ -35,8 +35,9 @@ class LearnRecord {
                sf_reason reason = SF_REASON_LEARNED, bool udp = false,
                sf_hook hook = SF_HOOK_CONNECT4);
   // `count` connects to a Unix socket name ("/path" or "@name").
+  // `reached`: what the supervisor found the name led to.
   void ConnectUnix(const std::string& name, int count, sf_verdict verdict,
-                   sf_reason reason);
+                   sf_reason reason, const std::string& reached = "");
   // A raw socket the sandbox tried to create.
   void RawSocket(sf_verdict verdict, sf_reason reason);
   // `count` DNS queries of `type` (1 A, 28 AAAA) for name, answered with

@@ -233,6 +233,14 @@ TEST_F(LearnTest, WhatNoGrantCoversIsSaidAndTheRestIsGranted) {
     r.ConnectUnix("@kernel-1", 1, SF_VERDICT_ALLOW, SF_REASON_UNIX_OWN);
     r.ConnectUnix("/tmp/own-brokered.sock", 1, SF_VERDICT_ALLOW,
                   SF_REASON_UNIX_OWN_SOCKET);
+    // The supervisor refused: a swapped name, and a host socket by its own
+    // name (which a grant may list).
+    r.ConnectUnix("/tmp/own-swapped.sock", 1, SF_VERDICT_DENY,
+                  SF_REASON_UNIX_OUTSIDE_SOCKET,
+                  "/run/docker.sock (inode 41)");
+    r.ConnectUnix("/run/host-tool.sock", 1, SF_VERDICT_DENY,
+                  SF_REASON_UNIX_OUTSIDE_SOCKET,
+                  "/run/host-tool.sock (inode 42)");
     r.RawSocket(SF_VERDICT_DENY, SF_REASON_SOCKET_TYPE);
     r.Query("never.test", 1, {}, 2, "blocked");
     ASSERT_TRUE(r.Finish().ok());
@@ -249,6 +257,13 @@ TEST_F(LearnTest, WhatNoGrantCoversIsSaidAndTheRestIsGranted) {
   EXPECT_THAT(text, Not(HasSubstr("allow: \"@kernel-1\""))) << text;
   EXPECT_THAT(text, Not(HasSubstr("allow: \"/tmp/own-brokered.sock\"")))
       << text;
+  EXPECT_THAT(text, Not(HasSubstr("allow: \"/tmp/own-swapped.sock\"")))
+      << text;
+  EXPECT_THAT(text, HasSubstr("attempts through /tmp/own-swapped.sock, which "
+                              "led to /run/docker.sock (inode 41) outside "
+                              "the sandbox: not granted"))
+      << text;
+  EXPECT_THAT(text, HasSubstr("allow: \"/run/host-tool.sock\"")) << text;
   EXPECT_THAT(text, HasSubstr("raw icmp sockets: a restricted phase creates "
                               "only TCP and UDP sockets"))
       << text;
@@ -262,7 +277,8 @@ TEST_F(LearnTest, WhatNoGrantCoversIsSaidAndTheRestIsGranted) {
   // What no policy grants stays denied, and check says so.
   EXPECT_EQ(
       Destinations(report),
-      (std::set<std::string>{"agent socket raw icmp", "agent dns never.test"}))
+      (std::set<std::string>{"agent socket raw icmp", "agent dns never.test",
+                             "agent unix /tmp/own-swapped.sock"}))
       << FormatReplayText(report, records);
 
   // --phase: one phase only; an unknown one names the phases there are.

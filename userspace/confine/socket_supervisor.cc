@@ -168,6 +168,8 @@ absl::StatusOr<std::optional<SocketAttempt>> SocketSupervisor::AnswerOne(
         a.type = o.sock_type;
         a.unix_path = std::move(o.path);
         a.peer_inode = o.peer_inode;
+        a.unix_reached = std::move(o.reached);
+        a.denied = o.outside;
         a.error = o.error;
         return a;
       }

@@ -59,10 +59,12 @@ struct SocketAttempt {
   int type = 0;    // socket, socketpair: without SOCK_NONBLOCK/CLOEXEC
   pid_t tid = 0;   // the calling thread, in the supervisor's PID namespace
   bool denied = false;
-  // kConnect: a Unix path the supervisor connected on the caller's behalf
-  // (UnixBroker): the name given, the socket file reached, the outcome.
+  // kConnect: a Unix path the supervisor connected on the caller's behalf,
+  // or refused as leading outside the sandbox (denied) (UnixBroker): the
+  // name given, the socket file and the socket reached, the outcome.
   std::string unix_path = "";
   uint64_t peer_inode = 0;
+  std::string unix_reached = "";
   int error = 0;
 };
 const char* SocketCallName(SocketAttempt::Call call);

@@ -124,10 +124,10 @@ int PinPath(pid_t tid, const std::string& path, UniqueFd* out) {
 
 }  // namespace
 
-uint64_t UnixSocketBoundTo(dev_t dev, ino_t ino) {
+BoundUnixSocket UnixSocketBoundTo(dev_t dev, ino_t ino) {
   UniqueFd nl(
       ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-  if (!nl) return 0;
+  if (!nl) return {};
   struct {
     nlmsghdr nlh;
     unix_diag_req req;
@@ -137,40 +137,46 @@ uint64_t UnixSocketBoundTo(dev_t dev, ino_t ino) {
   msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   msg.req.sdiag_family = AF_UNIX;
   msg.req.udiag_states = ~0u;
-  msg.req.udiag_show = UDIAG_SHOW_VFS;
-  if (::send(nl.get(), &msg, sizeof(msg), 0) != sizeof(msg)) return 0;
-  uint64_t found = 0;
+  msg.req.udiag_show = UDIAG_SHOW_VFS | UDIAG_SHOW_NAME;
+  if (::send(nl.get(), &msg, sizeof(msg), 0) != sizeof(msg)) return {};
+  BoundUnixSocket found;
   alignas(nlmsghdr) char buf[32768];
   // Walked by offsets: NLMSG_OK and RTA_OK compare signed with unsigned.
   for (;;) {
     const ssize_t n = ::recv(nl.get(), buf, sizeof(buf), 0);
-    if (n <= 0) return 0;
+    if (n <= 0) return {};
     const size_t total = static_cast<size_t>(n);
     for (size_t off = 0; off + sizeof(nlmsghdr) <= total;) {
       const auto* h = reinterpret_cast<const nlmsghdr*>(buf + off);
       if (h->nlmsg_len < sizeof(nlmsghdr) || h->nlmsg_len > total - off) {
-        return 0;
+        return {};
       }
       if (h->nlmsg_type == NLMSG_DONE) return found;
-      if (h->nlmsg_type == NLMSG_ERROR) return 0;
+      if (h->nlmsg_type == NLMSG_ERROR) return {};
       const size_t end = off + h->nlmsg_len;
       size_t a = off + NLMSG_LENGTH(NLMSG_ALIGN(sizeof(unix_diag_msg)));
       if (a <= end) {
         const auto* m =
             reinterpret_cast<const unix_diag_msg*>(buf + off + NLMSG_HDRLEN);
+        bool match = false;
+        std::string name;
         while (a + sizeof(rtattr) <= end) {
           const auto* at = reinterpret_cast<const rtattr*>(buf + a);
           if (at->rta_len < sizeof(rtattr) || at->rta_len > end - a) break;
+          const size_t payload = at->rta_len - RTA_LENGTH(0);
           if (at->rta_type == UNIX_DIAG_VFS &&
-              at->rta_len >= RTA_LENGTH(sizeof(unix_diag_vfs))) {
+              payload >= sizeof(unix_diag_vfs)) {
             unix_diag_vfs v;
             std::memcpy(&v, buf + a + RTA_LENGTH(0), sizeof(v));
-            if (v.udiag_vfs_ino == ino && SameDev(v.udiag_vfs_dev, dev)) {
-              found = m->udiag_ino;  // the dump is read to its end anyway
-            }
+            match = v.udiag_vfs_ino == ino && SameDev(v.udiag_vfs_dev, dev);
+          } else if (at->rta_type == UNIX_DIAG_NAME) {
+            const char* p = buf + a + RTA_LENGTH(0);
+            name.assign(p, strnlen(p, payload));
           }
           a += RTA_ALIGN(at->rta_len);
         }
+        // The dump is read to its end anyway.
+        if (match) found = {m->udiag_ino, std::move(name)};
       }
       off += NLMSG_ALIGN(h->nlmsg_len);
     }
@@ -277,13 +283,20 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
   // In a thread of its own: it enters the caller's network namespace to
   // find the socket, and takes the caller's credentials to connect; this
   // thread keeps its own.
-  enum class Step { kNotOwn, kConnected };
+  enum class Step { kNotOwn, kOutside, kConnected };
   Step step = Step::kNotOwn;
   int error = 0;
+  BoundUnixSocket server;
   std::thread([&] {
     if (::setns(netns.get(), CLONE_NEWNET) != 0) return;
-    const uint64_t server = UnixSocketBoundTo(st.st_dev, st.st_ino);
-    if (server == 0 || !HeldInCgroup(hooks_.cgroup_dir, server)) return;
+    server = UnixSocketBoundTo(st.st_dev, st.st_ino);
+    // Nothing bound there: the connect fails (ECONNREFUSED) wherever the
+    // name is judged.
+    if (server.inode == 0) return;
+    if (!HeldInCgroup(hooks_.cgroup_dir, server.inode)) {
+      step = Step::kOutside;
+      return;
+    }
     const uint64_t pid_tgid = (static_cast<uint64_t>(::getpid()) << 32) |
                               static_cast<uint32_t>(::gettid());
     if (!hooks_.allow(cookie, pid_tgid).ok()) return;
@@ -307,7 +320,16 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
     if (!(flags & O_NONBLOCK)) ::fcntl(sock.get(), F_SETFL, flags);
   }).join();
   if (step == Step::kNotOwn) return out;
-  hooks_.forget(cookie);
+  out.reached = absl::StrCat(server.name.empty() ? "(unnamed)" : server.name,
+                             " (inode ", server.inode, ")");
+  if (step == Step::kOutside) {
+    // A listed name is the kernel's to judge (by name, as listed).
+    if (hooks_.listed && hooks_.listed(out.path)) return out;
+    out.outside = true;
+    error = EPERM;
+  } else {
+    hooks_.forget(cookie);
+  }
 
   seccomp_notif_resp resp{};
   resp.id = req.id;

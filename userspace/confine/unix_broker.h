@@ -17,7 +17,10 @@
 //      process's credentials (so SO_PEERCRED names its user), and answers
 //      the call with the connect's outcome; the hook lets exactly that
 //      connect through (sf_unix_brokered: this socket, this thread);
-//   5. otherwise hands the call back to the kernel, whose hooks judge the
+//   5. if a socket outside the sandbox holds it and the phase does not
+//      list the name given, refuses the call itself (EPERM): the record
+//      names the socket the name led to, not only the name;
+//   6. otherwise hands the call back to the kernel, whose hooks judge the
 //      name (listed, or denied: with SF_SB_UNIX_BROKER a path the sandbox
 //      bound is never taken for its own by its name).
 // Nothing on the host outside the sandbox pays for it. See README "Unix".
@@ -43,6 +46,9 @@ struct UnixBrokerHooks {
   // through the hook; forget: it did not reach the hook.
   std::function<absl::Status(uint64_t cookie, uint64_t pid_tgid)> allow;
   std::function<void(uint64_t cookie)> forget;
+  // Whether the phase lists this path (the name as given, compared as the
+  // hooks compare it); null: it lists none.
+  std::function<bool(const std::string& path)> listed;
 };
 
 struct UnixBrokerOutcome {
@@ -50,8 +56,12 @@ struct UnixBrokerOutcome {
   bool answered = false;
   // answered: 0 (connected) or the errno the caller got.
   int error = 0;
+  // answered: refused, the name leading to a socket outside the sandbox.
+  bool outside = false;
   std::string path;         // the name the caller gave
   uint64_t peer_inode = 0;  // the socket file it reached
+  // The socket behind it, as its server bound it: "/path (inode N)".
+  std::string reached;
   int sock_type = 0;
 };
 
@@ -70,9 +80,13 @@ class UnixBroker {
 };
 
 // Test seams, exposed for unit tests.
-// The sockfs inode of the AF_UNIX socket bound to the file (dev, ino), in
-// the calling thread's network namespace; 0 when none.
-uint64_t UnixSocketBoundTo(dev_t dev, ino_t ino);
+// The AF_UNIX socket bound to the file (dev, ino), in the calling thread's
+// network namespace: its sockfs inode (0 when none) and the name it bound.
+struct BoundUnixSocket {
+  uint64_t inode = 0;
+  std::string name;
+};
+BoundUnixSocket UnixSocketBoundTo(dev_t dev, ino_t ino);
 // Whether a process in cgroup_dir (or below) holds socket:[sock_inode].
 bool HeldInCgroup(const std::string& cgroup_dir, uint64_t sock_inode);
 

@@ -102,7 +102,8 @@ absl::Status RolloutManager::AnswerEntered(
       [host](uint64_t cookie, uint64_t pid_tgid) {
         return host->AllowBrokeredConnect(cookie, pid_tgid);
       },
-      [host](uint64_t cookie) { host->ForgetBrokeredConnect(cookie); }});
+      [host](uint64_t cookie) { host->ForgetBrokeredConnect(cookie); },
+      ListedUnixPaths(phase)});
   absl::StatusOr<std::optional<confine::SocketAttempt>> a =
       supervisor.AnswerOne(verdict == SF_VERDICT_DENY,
                            brokered ? &broker : nullptr,

@@ -160,6 +160,8 @@ absl::string_view ReasonName(sf_reason reason) {
       return "unix socket of the sandbox (checked by the supervisor)";
     case SF_REASON_UNIX_SCOPED:
       return "unix abstract name, scoped by Landlock";
+    case SF_REASON_UNIX_OUTSIDE_SOCKET:
+      return "unix socket outside the sandbox (checked by the supervisor)";
   }
   return "unknown";
 }
@@ -204,7 +206,8 @@ bool HasDestination(const NetEvent& e) {
 
 bool IsSupervised(const NetEvent& e) {
   return e.hook == SF_HOOK_SOCKET || e.hook == SF_HOOK_IO_URING_SETUP ||
-         e.reason == SF_REASON_UNIX_OWN_SOCKET;
+         e.reason == SF_REASON_UNIX_OWN_SOCKET ||
+         e.reason == SF_REASON_UNIX_OUTSIDE_SOCKET;
 }
 
 absl::StatusOr<std::unique_ptr<NetEventReader>> NetEventReader::Create(

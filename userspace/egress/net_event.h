@@ -37,6 +37,9 @@ struct NetEvent {
   std::string comm;
   // AF_UNIX attempts (connect_unix, sendmsg_unix): the name, else nullopt.
   std::optional<UnixName> unix_name;
+  // What that name led to, where sandfence's supervisor resolved it: the
+  // name its server bound and its inode ("/path (inode N)"); else empty.
+  std::string unix_reached;
 
   bool denied() const { return verdict == SF_VERDICT_DENY; }
   // Let through by an audit-only phase that would have denied it.

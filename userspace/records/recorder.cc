@@ -436,6 +436,7 @@ v1::NetAttempt RolloutRecorder::ToAttempt(const FoldedEntry& f) const {
   a.set_socket_type(SocketTypeName(e.sock_type));
   if (e.is_unix()) {
     a.set_address(e.unix_name->ToString());
+    if (!e.unix_reached.empty()) a.set_reached(e.unix_reached);
   } else if (HasDestination(e)) {
     a.set_address(e.addr.ToString());
     a.set_port(e.port);

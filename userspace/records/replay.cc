@@ -136,6 +136,10 @@ ReplayVerdict PhaseJudge::Attempt(const v1::NetAttempt& a,
     if (Is(a.reason(), SF_REASON_UNIX_UNVERIFIABLE)) {
       return Denied("the sandbox's own path could not be verified");
     }
+    if (Is(a.reason(), SF_REASON_UNIX_OUTSIDE_SOCKET)) {
+      return Denied(absl::StrCat("unix name not listed (it led to ",
+                                 a.reached(), ", outside the sandbox)"));
+    }
     if (Is(a.reason(), SF_REASON_UNIX_PEER_OUTSIDE)) {
       return Denied("the sandbox's name led to a socket outside it");
     }

@@ -336,6 +336,16 @@ void PhaseLearning::LearnAttempt(size_t r, const v1::NetAttempt& a) {
                                "outside it: not granted"),
                   n, denied, r);
     }
+    // A name that led elsewhere (a link, a relative name, a rebound
+    // name): listing the name would grant whatever it leads to next.
+    if (is(SF_REASON_UNIX_OUTSIDE_SOCKET) &&
+        !absl::StartsWith(a.reached(), absl::StrCat(a.address(), " "))) {
+      return Note(absl::StrCat("attempts through ", a.address(), ", which led "
+                               "to ", a.reached(), " outside the sandbox: "
+                               "not granted (list the socket's own name if "
+                               "it is meant to be reached)"),
+                  n, denied, r);
+    }
     if (a.address().find('\\') != std::string::npos ||
         !ParseUnixName(a.address()).ok()) {
       return Note(absl::StrCat("attempts to Unix name ", Quote(a.address()),

@@ -337,7 +337,8 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
       [&egress](uint64_t cookie, uint64_t pid_tgid) {
         return egress.AllowBrokeredConnect(cookie, pid_tgid);
       },
-      [&egress](uint64_t cookie) { egress.ForgetBrokeredConnect(cookie); }});
+      [&egress](uint64_t cookie) { egress.ForgetBrokeredConnect(cookie); },
+      ListedUnixPaths(sb.current_phase())});
 
   SpawnOptions spawn;
   spawn.cgroup_fd = (*host)->CgroupFd(sb.cgroup().id);

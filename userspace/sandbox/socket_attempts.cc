@@ -35,6 +35,16 @@ std::optional<sf_verdict> SocketFamilyVerdict(const CompiledPhase& phase) {
   return phase.audit_only ? SF_VERDICT_AUDIT_DENY : SF_VERDICT_DENY;
 }
 
+std::function<bool(const std::string& path)> ListedUnixPaths(
+    const CompiledPhase& phase) {
+  return [names = phase.unix_names](const std::string& path) {
+    for (const UnixName& n : names) {
+      if (!n.abstract && n.name == path) return true;
+    }
+    return false;
+  };
+}
+
 NetEvent SocketAttemptEvent(const confine::SocketAttempt& attempt,
                             sf_verdict verdict, uint64_t sandbox,
                             uint32_t generation) {
@@ -45,11 +55,14 @@ NetEvent SocketAttemptEvent(const confine::SocketAttempt& attempt,
   e.reason = uring ? SF_REASON_IO_URING : SF_REASON_FAMILY;
   e.verdict = verdict;
   if (attempt.call == confine::SocketAttempt::Call::kConnect) {
-    // A path whose socket the sandbox holds, connected on its behalf.
+    // A path whose socket the sandbox holds, connected on its behalf; or
+    // one leading to a socket outside it, refused.
     e.hook = SF_HOOK_CONNECT_UNIX;
-    e.reason = SF_REASON_UNIX_OWN_SOCKET;
-    e.verdict = SF_VERDICT_ALLOW;
+    e.reason = attempt.denied ? SF_REASON_UNIX_OUTSIDE_SOCKET
+                              : SF_REASON_UNIX_OWN_SOCKET;
+    e.verdict = attempt.denied ? SF_VERDICT_DENY : SF_VERDICT_ALLOW;
     e.unix_name = UnixName{attempt.unix_path, false};
+    e.unix_reached = attempt.unix_reached;
   }
   // Family numbers fit: the kernel refuses any past AF_MAX (46).
   e.protocol = static_cast<uint8_t>(

@@ -6,7 +6,9 @@
 #define SANDFENCE_SANDBOX_SOCKET_ATTEMPTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "compile/compiled_policy.h"
 #include "confine/socket_supervisor.h"
@@ -18,6 +20,10 @@ namespace sandfence {
 // SF_VERDICT_DENY: refused; SF_VERDICT_AUDIT_DENY: an audit-only phase
 // carries it on and records that it would have refused it.
 std::optional<sf_verdict> SocketFamilyVerdict(const CompiledPhase& phase);
+
+// Whether the phase lists a Unix path (confine::UnixBrokerHooks::listed).
+std::function<bool(const std::string& path)> ListedUnixPaths(
+    const CompiledPhase& phase);
 
 // The event for an attempt the supervisor answered with `verdict`. The
 // caller's process id, credentials and command are read from /proc at
