@@ -649,7 +649,8 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
   }
   std::cout << "[ ROW  ] " << absl::StrReplaceAll(out, {{"\n", ", "}})
             << "\n";
-  ASSERT_EQ(got.size(), 11u) << out << err << daemon_->Log();
+  ASSERT_EQ(got.size(), 12u) << out << err << daemon_->Log();
+  EXPECT_EQ(got["listed_overmount"], 100 + EPERM) << "attack 4's namespace";
   EXPECT_EQ(got["io_uring"], EPERM) << "attack 1's ring";
   EXPECT_EQ(got["userns_mount"], EPERM) << "attacks 2 and 4's namespaces";
   EXPECT_EQ(got["swap_plain"], EPERM) << "the plain swap (0: it talked)";
@@ -669,9 +670,9 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
 
   const v1::RolloutRecord rec = End(id);
   const std::string text = rec.DebugString();
-  // The daemon's decisions: the brokered connect, the three swaps refused
-  // (each naming the socket it led to), the vsock socket.
-  EXPECT_EQ(rec.loss().supervisor_decided(), 5u) << text;
+  // The daemon's decisions: the brokered connects (own, listed), the three
+  // swaps refused (each naming the socket it led to), the vsock socket.
+  EXPECT_EQ(rec.loss().supervisor_decided(), 6u) << text;
   EXPECT_THAT(text, HasSubstr("vsock")) << "the family is named";
   int swaps = 0;
   for (const v1::NetAttempt& a : rec.net_attempt()) {

@@ -67,46 +67,70 @@ class RunUnixAttackTest : public ::testing::Test {
     ::rmdir(dir_.c_str());
   }
 
+  // What unix_attacks.py printed, and what the services outside accepted.
+  struct Outcome {
+    Result run;
+    std::map<std::string, int> got;
+    int host_accepted = 0, listed_accepted = 0, abstract_accepted = 0;
+    std::string host_path;
+  };
+
+  // The attacks as nobody under `run` (guard flags: `extra`).
+  Outcome Attack(const std::vector<std::string>& extra) {
+    // The listed service lives in a directory the agent cannot write (as
+    // the README advises); the host one beside the agent's names.
+    char listed_tmpl[] = "/tmp/sf-unix-listed-XXXXXX";
+    Outcome o;
+    if (::mkdtemp(listed_tmpl) == nullptr) {
+      ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+      return o;
+    }
+    ::chmod(listed_tmpl, 0755);
+    const std::string listed_path = absl::StrCat(listed_tmpl, "/listed.sock");
+    o.host_path = absl::StrCat(dir_, "/host.sock");
+    const std::string host_abstract =
+        absl::StrCat("@sf-unix-attack-", ::getpid());
+    {
+      CountingService host(o.host_path);
+      CountingService listed(listed_path);
+      CountingService abstract_host(host_abstract);
+      std::vector<std::string> args = {
+          "run", "--network-access", "model_only", "--model",
+          "http://127.0.0.2:9/v1", "--unix-allow", listed_path, "--user",
+          "65534", "--record", record_};
+      args.insert(args.end(), extra.begin(), extra.end());
+      for (const std::string& a :
+           {std::string("--"), std::string("/usr/bin/python3"),
+            std::string(SANDFENCE_SOURCE "/tests/run/unix_attacks.py"), dir_,
+            o.host_path, listed_path, host_abstract}) {
+        args.push_back(a);
+      }
+      o.run = Sandfence(args);
+      o.host_accepted = host.accepted();
+      o.abstract_accepted = abstract_host.accepted();
+      o.listed_accepted = listed.accepted();
+    }
+    ::rmdir(listed_tmpl);
+    for (absl::string_view line : absl::StrSplit(o.run.out, '\n')) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      int code = -1;
+      if (f.size() == 2 && absl::SimpleAtoi(f[1], &code)) o.got[f[0]] = code;
+    }
+    return o;
+  }
+
   std::string dir_, record_;
 };
 
 TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
-  // The listed service lives in a directory the agent cannot write (as
-  // the README advises); the host one beside the agent's names.
-  char listed_tmpl[] = "/tmp/sf-unix-listed-XXXXXX";
-  ASSERT_NE(::mkdtemp(listed_tmpl), nullptr);
-  ASSERT_EQ(::chmod(listed_tmpl, 0755), 0);
-  const std::string listed_path = absl::StrCat(listed_tmpl, "/listed.sock");
-  const std::string host_path = absl::StrCat(dir_, "/host.sock");
-  std::map<std::string, int> got;
-  const std::string host_abstract =
-      absl::StrCat("@sf-unix-attack-", ::getpid());
-  int host_accepted = 0, listed_accepted = 0, abstract_accepted = 0;
-  Result run;
-  {
-    CountingService host(host_path);
-    CountingService listed(listed_path);
-    CountingService abstract_host(host_abstract);
-    run = Sandfence({"run", "--network-access", "model_only", "--model",
-                     "http://127.0.0.2:9/v1", "--unix-allow", listed_path,
-                     "--user", "65534", "--record", record_, "--",
-                     "/usr/bin/python3",
-                     SANDFENCE_SOURCE "/tests/run/unix_attacks.py", dir_,
-                     host_path, listed_path, host_abstract});
-    host_accepted = host.accepted();
-    abstract_accepted = abstract_host.accepted();
-    listed_accepted = listed.accepted();
-  }
-  ::rmdir(listed_tmpl);
-  ASSERT_EQ(run.status, 0) << run.out << run.err;
-  for (absl::string_view line : absl::StrSplit(run.out, '\n')) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    int code = -1;
-    if (f.size() == 2 && absl::SimpleAtoi(f[1], &code)) got[f[0]] = code;
-  }
-  ASSERT_EQ(got.size(), 10u) << run.out << run.err;
+  Outcome o = Attack({});
+  std::map<std::string, int>& got = o.got;
+  const std::string& host_path = o.host_path;
+  ASSERT_EQ(o.run.status, 0) << o.run.out << o.run.err;
+  ASSERT_EQ(got.size(), 11u) << o.run.out << o.run.err;
   EXPECT_EQ(got["io_uring"], EPERM) << "attack 1's ring";
   EXPECT_EQ(got["userns_mount"], EPERM) << "attacks 2 and 4's namespaces";
+  EXPECT_EQ(got["listed_overmount"], 100 + EPERM) << "attack 4's namespace";
   EXPECT_EQ(got["swap_plain"], EPERM) << "the plain swap (0: it talked)";
   EXPECT_EQ(got["fork_swap"], EPERM) << "attack 3 (0: the parent talked)";
   EXPECT_EQ(got["relative_swap"], EPERM) << "a relative name elsewhere";
@@ -119,9 +143,10 @@ TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
   // (the guard's, ABI 6+): the host's refused, the agent's own reached.
   EXPECT_EQ(got["abstract_host"], EPERM) << "the host's abstract socket";
   EXPECT_EQ(got["own_abstract"], 0) << "the control: its own abstract name";
-  EXPECT_EQ(abstract_accepted, 0);
-  EXPECT_EQ(listed_accepted, 1);
-  EXPECT_EQ(host_accepted, 0) << "the host's service accepted a connection";
+  EXPECT_EQ(o.abstract_accepted, 0);
+  EXPECT_EQ(o.listed_accepted, 1);
+  EXPECT_EQ(o.host_accepted, 0)
+      << "the host's service accepted a connection";
 
   Result show = Sandfence({"records", "show", "--json", record_});
   ASSERT_EQ(show.status, 0) << show.err;
@@ -140,7 +165,7 @@ TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
       << show.out;
   // The swaps are refused by the supervisor, which names the socket each
   // name led to (the fork's, the plain and the relative one): with the
-  // threaded connect, four of its decisions.
+  // threaded connect and the listed one, five of its decisions.
   const std::string reached =
       absl::StrCat("\"reached\": \"", host_path, " (inode ");
   size_t swaps = 0;
@@ -152,7 +177,35 @@ TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
   EXPECT_TRUE(absl::StrContains(
       show.out, "unix socket outside the sandbox (checked by the supervisor)"))
       << show.out;
-  EXPECT_TRUE(absl::StrContains(show.out, "\"supervisor_decided\": \"4\""))
+  EXPECT_TRUE(absl::StrContains(show.out, "\"supervisor_decided\": \"5\""))
+      << show.out;
+}
+
+// Attack 4 carried out: with the guard off nothing refuses the agent a
+// user and mount namespace, in which it mounts the host's socket over the
+// listed path. A listed name counts for the socket it names in sandfence's
+// view: the supervisor refuses the one the agent's view shows instead.
+TEST_F(RunUnixAttackTest, AListedNameMountedOverReachesNothingWithTheGuardOff) {
+  Outcome o = Attack({"--guard", "off"});
+  ASSERT_EQ(o.run.status, 0) << o.run.out << o.run.err;
+  if (o.got["listed_overmount"] > 100 && o.got["listed_overmount"] < 150) {
+    GTEST_SKIP() << "no user namespace for nobody here (errno "
+                 << o.got["listed_overmount"] - 100 << "): attack 4 needs one";
+  }
+  EXPECT_EQ(o.got["userns_mount"], 0) << "with the guard off, it has one";
+  EXPECT_EQ(o.got["listed_overmount"], EPERM)
+      << "0: the listed name reached the host's socket";
+  EXPECT_EQ(o.got["listed"], 0) << "the control: the listed socket itself";
+  EXPECT_EQ(o.got["swap_plain"], EPERM);
+  EXPECT_EQ(o.got["io_uring"], EPERM) << "the supervisor, guard or not";
+  EXPECT_EQ(o.host_accepted, 0)
+      << "the host's service accepted a connection";
+  EXPECT_EQ(o.listed_accepted, 1);
+  Result show = Sandfence({"records", "show", "--json", record_});
+  ASSERT_EQ(show.status, 0) << show.err;
+  // The listed name, refused, and the socket it led to in the agent's view.
+  EXPECT_TRUE(absl::StrContains(
+      show.out, absl::StrCat("\"reached\": \"", o.host_path, " (inode ")))
       << show.out;
 }
 

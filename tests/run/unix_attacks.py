@@ -20,6 +20,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 NR_IO_URING_SETUP = 425
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+MS_BIND = 4096
 
 
 def answered(s):
@@ -195,9 +196,24 @@ def listed(path):
     return 0 if answered(c) else 254
 
 
+def listed_overmount(listed_path, host):
+    """Attack 4 itself: in a user and mount namespace of the agent's own,
+    the host socket bind-mounted over the listed path, then a plain
+    connect to the listed name. 100 + errno: the namespace was refused;
+    150 + errno: the mount was."""
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        return 100 + ctypes.get_errno()
+    if libc.mount(host.encode(), listed_path.encode(), None, MS_BIND,
+                  None) != 0:
+        return 150 + ctypes.get_errno()
+    return listed(listed_path)
+
+
 def main():
     d, host, listed_path, host_abstract = sys.argv[1:5]
     libc.connect.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                           ctypes.c_ulong, ctypes.c_void_p]
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     print("io_uring", io_uring())
     print("userns_mount", in_child(userns_mount))
@@ -209,6 +225,8 @@ def main():
     print("listed", listed(listed_path))
     print("abstract_host", listed("\0" + host_abstract[1:]))
     print("own_abstract", own_abstract())
+    print("listed_overmount",
+          in_child(lambda: listed_overmount(listed_path, host)))
     sys.stdout.flush()
 
 

@@ -170,6 +170,7 @@ absl::StatusOr<std::optional<SocketAttempt>> SocketSupervisor::AnswerOne(
         a.peer_inode = o.peer_inode;
         a.unix_reached = std::move(o.reached);
         a.denied = o.outside;
+        a.unix_listed = o.listed;
         a.error = o.error;
         return a;
       }

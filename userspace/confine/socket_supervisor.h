@@ -65,6 +65,7 @@ struct SocketAttempt {
   std::string unix_path = "";
   uint64_t peer_inode = 0;
   std::string unix_reached = "";
+  bool unix_listed = false;  // connected: a listed name's socket
   int error = 0;
 };
 const char* SocketCallName(SocketAttempt::Call call);

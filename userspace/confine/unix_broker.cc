@@ -287,6 +287,7 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
   Step step = Step::kNotOwn;
   int error = 0;
   BoundUnixSocket server;
+  bool listed = false;
   std::thread([&] {
     if (::setns(netns.get(), CLONE_NEWNET) != 0) return;
     server = UnixSocketBoundTo(st.st_dev, st.st_ino);
@@ -294,8 +295,15 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
     // name is judged.
     if (server.inode == 0) return;
     if (!HeldInCgroup(hooks_.cgroup_dir, server.inode)) {
-      step = Step::kOutside;
-      return;
+      // A listed name counts for the socket it names in sandfence's view.
+      struct stat host_view {};
+      listed = hooks_.listed && hooks_.listed(out.path) &&
+               ::stat(out.path.c_str(), &host_view) == 0 &&
+               host_view.st_dev == st.st_dev && host_view.st_ino == st.st_ino;
+      if (!listed) {
+        step = Step::kOutside;
+        return;
+      }
     }
     const uint64_t pid_tgid = (static_cast<uint64_t>(::getpid()) << 32) |
                               static_cast<uint32_t>(::gettid());
@@ -323,12 +331,11 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
   out.reached = absl::StrCat(server.name.empty() ? "(unnamed)" : server.name,
                              " (inode ", server.inode, ")");
   if (step == Step::kOutside) {
-    // A listed name is the kernel's to judge (by name, as listed).
-    if (hooks_.listed && hooks_.listed(out.path)) return out;
     out.outside = true;
     error = EPERM;
   } else {
     hooks_.forget(cookie);
+    out.listed = listed;
   }
 
   seccomp_notif_resp resp{};

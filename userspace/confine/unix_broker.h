@@ -17,9 +17,13 @@
 //      process's credentials (so SO_PEERCRED names its user), and answers
 //      the call with the connect's outcome; the hook lets exactly that
 //      connect through (sf_unix_brokered: this socket, this thread);
-//   5. if a socket outside the sandbox holds it and the phase does not
-//      list the name given, refuses the call itself (EPERM): the record
-//      names the socket the name led to, not only the name;
+//   5. if a socket outside the sandbox holds it: when the phase lists the
+//      name given and the name leads to that same socket in sandfence's
+//      own view (the host's: a policy lists the host's sockets), connects
+//      as in 4; otherwise refuses the call itself (EPERM), and the record
+//      names the socket the name led to, not only the name. So a listed
+//      name over which the agent mounted another socket (a user and mount
+//      namespace of its own) reaches nothing;
 //   6. otherwise hands the call back to the kernel, whose hooks judge the
 //      name (listed, or denied: with SF_SB_UNIX_BROKER a path the sandbox
 //      bound is never taken for its own by its name).
@@ -58,6 +62,8 @@ struct UnixBrokerOutcome {
   int error = 0;
   // answered: refused, the name leading to a socket outside the sandbox.
   bool outside = false;
+  // answered: connected, a listed name's socket (outside the sandbox).
+  bool listed = false;
   std::string path;         // the name the caller gave
   uint64_t peer_inode = 0;  // the socket file it reached
   // The socket behind it, as its server bound it: "/path (inode N)".

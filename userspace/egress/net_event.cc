@@ -205,7 +205,8 @@ bool HasDestination(const NetEvent& e) {
 }
 
 bool IsSupervised(const NetEvent& e) {
-  return e.hook == SF_HOOK_SOCKET || e.hook == SF_HOOK_IO_URING_SETUP ||
+  return e.supervised || e.hook == SF_HOOK_SOCKET ||
+         e.hook == SF_HOOK_IO_URING_SETUP ||
          e.reason == SF_REASON_UNIX_OWN_SOCKET ||
          e.reason == SF_REASON_UNIX_OUTSIDE_SOCKET;
 }

@@ -40,6 +40,9 @@ struct NetEvent {
   // What that name led to, where sandfence's supervisor resolved it: the
   // name its server bound and its inode ("/path (inode N)"); else empty.
   std::string unix_reached;
+  // Decided by sandfence's supervisor, not a kernel hook: no kernel
+  // counter holds it (sandbox/socket_attempts.h).
+  bool supervised = false;
 
   bool denied() const { return verdict == SF_VERDICT_DENY; }
   // Let through by an audit-only phase that would have denied it.

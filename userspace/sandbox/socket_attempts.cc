@@ -58,8 +58,9 @@ NetEvent SocketAttemptEvent(const confine::SocketAttempt& attempt,
     // A path whose socket the sandbox holds, connected on its behalf; or
     // one leading to a socket outside it, refused.
     e.hook = SF_HOOK_CONNECT_UNIX;
-    e.reason = attempt.denied ? SF_REASON_UNIX_OUTSIDE_SOCKET
-                              : SF_REASON_UNIX_OWN_SOCKET;
+    e.reason = attempt.denied        ? SF_REASON_UNIX_OUTSIDE_SOCKET
+               : attempt.unix_listed ? SF_REASON_UNIX_LISTED
+                                     : SF_REASON_UNIX_OWN_SOCKET;
     e.verdict = attempt.denied ? SF_VERDICT_DENY : SF_VERDICT_ALLOW;
     e.unix_name = UnixName{attempt.unix_path, false};
     e.unix_reached = attempt.unix_reached;
@@ -71,6 +72,7 @@ NetEvent SocketAttemptEvent(const confine::SocketAttempt& attempt,
           : 0);
   e.sock_type = static_cast<uint8_t>(attempt.type & 0xff);
   e.generation = generation;
+  e.supervised = true;
   e.pid = static_cast<uint32_t>(attempt.tid);
   e.sandbox = sandbox;
   e.cgroup = sandbox;
