@@ -610,5 +610,44 @@ TEST_F(UnixHooksTest, TheBindTrackerRunsOnlyWhileASandboxNeedsIt) {
   EXPECT_FALSE(controller_->holds_unix_bind_tracker());
 }
 
+// Issue 33's attack 1: the swap connected through io_uring, which no
+// system call's exit sees. BPF LSM judges the socket reached; the cgroup
+// hooks of a brokered sandbox (run's, an entered rollout's) never take a
+// path for its own by name. (A sandbox left to the bind tracker, with
+// io_uring allowed, is the case README "Unix" names.)
+TEST_F(UnixHooksTest, AnIoUringConnectToASwappedNameReachesNothing) {
+  UnixService docker(Path("docker-uring.sock"), SOCK_STREAM);
+  Cgroup sb = NewSandbox(ModelOnly());
+  if (!lsm_) {
+    ASSERT_TRUE(controller_->SetUnixTraits(sb.id(), {.broker = true}).ok());
+  }
+  const int r = Probe(sb, "own-then-symlink-uring", Path("own-uring.sock"),
+                      Path("docker-uring.sock"));
+  unlink(Path("own-uring.sock").c_str());
+  if (r == 253) GTEST_SKIP() << "io_uring is not available here";
+  EXPECT_EQ(r, EPERM) << "0: the ring's connect reached the outside service";
+}
+
+// Issue 33's attack 4: a listed name with the host's socket mounted over it
+// in the agent's own mount namespace. BPF LSM judges the name the server
+// bound (not listed). The cgroup hooks see only the name: there the
+// supervisor checks it (RunUnixAttackTest.AListedNameMountedOver...).
+TEST_F(UnixHooksTest, AListedNameMountedOverReachesNothing) {
+  if (!lsm_) {
+    GTEST_SKIP() << "the cgroup hooks judge a listed name by its name; "
+                    "sandfence's supervisor checks the socket it leads to "
+                    "(tests/run/run_unix_attack_test.cc)";
+  }
+  UnixService host(Path("host-over.sock"), SOCK_STREAM);
+  UnixService listed(Path("listed-over.sock"), SOCK_STREAM);
+  Cgroup sb = NewSandbox(ModelOnly({UnixName{Path("listed-over.sock"), false}}));
+  EXPECT_EQ(Probe(sb, "stream-connect", Path("listed-over.sock")), 0)
+      << "the control: the listed socket";
+  const int r = Probe(sb, "listed-overmount", Path("listed-over.sock"),
+                      Path("host-over.sock"));
+  if (r == 252) GTEST_SKIP() << "no mount namespace or bind mount here";
+  EXPECT_EQ(r, EPERM) << "0: the listed name reached the host's socket";
+}
+
 }  // namespace
 }  // namespace sandfence::testing

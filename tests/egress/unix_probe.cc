@@ -22,11 +22,22 @@
 //         socket made before a fork: the child connects to NAME, then the
 //         parent, which holds the same socket, tries to talk through it
 //         (exit 0 if TARGET answered it, else the child's status);
+//       own-then-symlink-uring NAME TARGET: the swap, connected with
+//         io_uring (IORING_OP_CONNECT: no connect(2) system call), then a
+//         byte exchanged (exit 253: no io_uring here);
+//       listed-overmount NAME TARGET: in a user and mount namespace of its
+//         own, TARGET bind-mounted over NAME, then a stream connect to
+//         NAME and a byte exchanged (exit 252: no namespace or mount);
 //       serve: listen on NAME (stream) and answer each connection's byte,
 //         for 30 s or until killed (a service inside a sandbox).
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
+#include <linux/io_uring.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -119,6 +130,111 @@ int OwnThenSymlink(const std::string& name, const std::string& target) {
   unlink(name.c_str());
   close(s);
   return r;
+}
+
+// A byte to the service at the other end of s, and its answer: 0, or why
+// not.
+int Exchange(int s) {
+  char c = 'p';
+  if (write(s, &c, 1) != 1) return Err();
+  pollfd p{s, POLLIN, 0};
+  if (poll(&p, 1, 5000) != 1) return ETIMEDOUT;
+  if (read(s, &c, 1) != 1) return Err();
+  return 0;
+}
+
+// One IORING_OP_CONNECT through a ring of one entry (raw system calls, no
+// liburing): the completion's result, 0 or -errno; 253 without io_uring.
+int UringConnect(int fd, const sockaddr_un* a, socklen_t len) {
+  io_uring_params p{};
+  const int ring = static_cast<int>(syscall(__NR_io_uring_setup, 1, &p));
+  if (ring < 0) return 253;
+  const size_t sq_bytes = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+  const size_t cq_bytes = p.cq_off.cqes + p.cq_entries * sizeof(io_uring_cqe);
+  const size_t ring_bytes = sq_bytes > cq_bytes ? sq_bytes : cq_bytes;
+  auto* sq = static_cast<char*>(mmap(nullptr, ring_bytes,
+                                     PROT_READ | PROT_WRITE,
+                                     MAP_SHARED | MAP_POPULATE, ring,
+                                     IORING_OFF_SQ_RING));
+  char* cq = sq;
+  if (!(p.features & IORING_FEAT_SINGLE_MMAP)) {
+    cq = static_cast<char*>(mmap(nullptr, cq_bytes, PROT_READ | PROT_WRITE,
+                                 MAP_SHARED | MAP_POPULATE, ring,
+                                 IORING_OFF_CQ_RING));
+  }
+  auto* sqes = static_cast<io_uring_sqe*>(
+      mmap(nullptr, p.sq_entries * sizeof(io_uring_sqe),
+           PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+           IORING_OFF_SQES));
+  if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) {
+    close(ring);
+    return 253;
+  }
+  std::memset(&sqes[0], 0, sizeof(sqes[0]));
+  sqes[0].opcode = IORING_OP_CONNECT;
+  sqes[0].fd = fd;
+  sqes[0].addr = reinterpret_cast<uint64_t>(a);
+  sqes[0].off = len;
+  sqes[0].user_data = 1;
+  auto* tail = reinterpret_cast<unsigned*>(sq + p.sq_off.tail);
+  const unsigned mask = *reinterpret_cast<unsigned*>(sq + p.sq_off.ring_mask);
+  auto* array = reinterpret_cast<unsigned*>(sq + p.sq_off.array);
+  array[*tail & mask] = 0;
+  __atomic_store_n(tail, *tail + 1, __ATOMIC_RELEASE);
+  if (syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS,
+              nullptr, 0) < 0) {
+    close(ring);
+    return 253;
+  }
+  auto* head = reinterpret_cast<unsigned*>(cq + p.cq_off.head);
+  const unsigned cq_mask =
+      *reinterpret_cast<unsigned*>(cq + p.cq_off.ring_mask);
+  auto* cqes = reinterpret_cast<io_uring_cqe*>(cq + p.cq_off.cqes);
+  const int res =
+      cqes[__atomic_load_n(head, __ATOMIC_ACQUIRE) & cq_mask].res;
+  close(ring);
+  return res;
+}
+
+// Issue 33's attack 1: the swap, connected through io_uring, which the
+// connect(2) exit check never saw.
+int OwnThenSymlinkUring(const std::string& name, const std::string& target) {
+  sockaddr_un a;
+  const socklen_t len = MakeAddr(name, &a);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Err();
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0) return Err();
+  if (listen(s, 4) != 0) return Err();
+  if (unlink(name.c_str()) != 0) return Err();
+  if (symlink(target.c_str(), name.c_str()) != 0) return Err();
+  int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (c < 0) return Err();
+  const int res = UringConnect(c, &a, len);
+  unlink(name.c_str());
+  close(s);
+  if (res == 253) return 253;
+  if (res < 0) return -res;
+  return Exchange(c);
+}
+
+// Issue 33's attack 4: a listed name with another socket mounted over it,
+// in a mount namespace of the caller's own.
+int ListedOvermount(const std::string& name, const std::string& target) {
+  // A user namespace too, as an agent without capabilities would.
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+    std::perror("unshare(CLONE_NEWUSER | CLONE_NEWNS)");
+    return 252;
+  }
+  // Nothing of this namespace's mounts goes back to the caller's.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    std::perror("mount --make-rprivate /");
+    return 252;
+  }
+  if (mount(target.c_str(), name.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    std::perror("mount --bind");
+    return 252;
+  }
+  return Connect(SOCK_STREAM, name, true);
 }
 
 int OwnDgramConnected(const std::string& name) {
@@ -253,6 +369,10 @@ int main(int argc, char** argv) {
     err = OwnDgramThenSymlink(name, argv[3]);
   } else if (op == "own-then-fork-symlink" && argc == 4) {
     err = OwnThenForkSymlink(name, argv[3]);
+  } else if (op == "own-then-symlink-uring" && argc == 4) {
+    err = OwnThenSymlinkUring(name, argv[3]);
+  } else if (op == "listed-overmount" && argc == 4) {
+    err = ListedOvermount(name, argv[3]);
   } else {
     std::fprintf(stderr, "unix_probe: unknown op %s\n", op.c_str());
     return 254;
