@@ -649,7 +649,8 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
   }
   std::cout << "[ ROW  ] " << absl::StrReplaceAll(out, {{"\n", ", "}})
             << "\n";
-  ASSERT_EQ(got.size(), 12u) << out << err << daemon_->Log();
+  ASSERT_EQ(got.size(), 13u) << out << err << daemon_->Log();
+  EXPECT_EQ(got["tmpfs_rebind"], 100 + EPERM) << "attack 2's namespace";
   EXPECT_EQ(got["listed_overmount"], 100 + EPERM) << "attack 4's namespace";
   EXPECT_EQ(got["io_uring"], EPERM) << "attack 1's ring";
   EXPECT_EQ(got["userns_mount"], EPERM) << "attacks 2 and 4's namespaces";

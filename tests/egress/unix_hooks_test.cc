@@ -631,7 +631,8 @@ TEST_F(UnixHooksTest, AnIoUringConnectToASwappedNameReachesNothing) {
 // Issue 33's attack 4: a listed name with the host's socket mounted over it
 // in the agent's own mount namespace. BPF LSM judges the name the server
 // bound (not listed). The cgroup hooks see only the name: there the
-// supervisor checks it (RunUnixAttackTest.AListedNameMountedOver...).
+// supervisor checks it
+// (RunUnixAttackTest.NamespaceAttacksReachNothingWithTheGuardOff).
 TEST_F(UnixHooksTest, AListedNameMountedOverReachesNothing) {
   if (!lsm_) {
     GTEST_SKIP() << "the cgroup hooks judge a listed name by its name; "

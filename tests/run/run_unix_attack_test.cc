@@ -127,7 +127,8 @@ TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
   std::map<std::string, int>& got = o.got;
   const std::string& host_path = o.host_path;
   ASSERT_EQ(o.run.status, 0) << o.run.out << o.run.err;
-  ASSERT_EQ(got.size(), 11u) << o.run.out << o.run.err;
+  ASSERT_EQ(got.size(), 12u) << o.run.out << o.run.err;
+  EXPECT_EQ(got["tmpfs_rebind"], 100 + EPERM) << "attack 2's namespace";
   EXPECT_EQ(got["io_uring"], EPERM) << "attack 1's ring";
   EXPECT_EQ(got["userns_mount"], EPERM) << "attacks 2 and 4's namespaces";
   EXPECT_EQ(got["listed_overmount"], 100 + EPERM) << "attack 4's namespace";
@@ -181,11 +182,13 @@ TEST_F(RunUnixAttackTest, AnUnprivilegedAgentReachesNoHostSocket) {
       << show.out;
 }
 
-// Attack 4 carried out: with the guard off nothing refuses the agent a
-// user and mount namespace, in which it mounts the host's socket over the
-// listed path. A listed name counts for the socket it names in sandfence's
-// view: the supervisor refuses the one the agent's view shows instead.
-TEST_F(RunUnixAttackTest, AListedNameMountedOverReachesNothingWithTheGuardOff) {
+// Attacks 2 and 4 carried out: with the guard off nothing refuses the
+// agent a user and mount namespace. In one, it binds the host socket's
+// path again (its own, by that name) and connects to the path from the
+// sandbox's namespace; in another, it mounts the host's socket over the
+// listed path. The supervisor judges the socket each name leads to in the
+// caller's view (the host's, and not the listed one): both refused.
+TEST_F(RunUnixAttackTest, NamespaceAttacksReachNothingWithTheGuardOff) {
   Outcome o = Attack({"--guard", "off"});
   ASSERT_EQ(o.run.status, 0) << o.run.out << o.run.err;
   if (o.got["listed_overmount"] > 100 && o.got["listed_overmount"] < 150) {
@@ -195,6 +198,9 @@ TEST_F(RunUnixAttackTest, AListedNameMountedOverReachesNothingWithTheGuardOff) {
   EXPECT_EQ(o.got["userns_mount"], 0) << "with the guard off, it has one";
   EXPECT_EQ(o.got["listed_overmount"], EPERM)
       << "0: the listed name reached the host's socket";
+  EXPECT_EQ(o.got["tmpfs_rebind"], EPERM)
+      << "attack 2 (0: the host's path, bound again in the agent's own "
+         "namespace, reached the host's socket)";
   EXPECT_EQ(o.got["listed"], 0) << "the control: the listed socket itself";
   EXPECT_EQ(o.got["swap_plain"], EPERM);
   EXPECT_EQ(o.got["io_uring"], EPERM) << "the supervisor, guard or not";

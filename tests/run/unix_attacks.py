@@ -209,6 +209,62 @@ def listed_overmount(listed_path, host):
     return listed(listed_path)
 
 
+def map_ids(uid, gid):
+    """Root in the new user namespace is the agent outside it: files it
+    creates need an owner the kernel can map."""
+    try:
+        for name, text in (("setgroups", "deny"),
+                           ("uid_map", "0 %d 1" % uid),
+                           ("gid_map", "0 %d 1" % gid)):
+            with open("/proc/self/" + name, "w") as f:
+                f.write(text)
+    except OSError:
+        return False
+    return True
+
+
+def tmpfs_rebind(host):
+    """Attack 2: a child in a user and mount namespace of its own mounts a
+    tmpfs over the host socket's directory and binds the same path there
+    (its own socket, by that name); then the parent, in the sandbox's mount
+    namespace, connects to the path: the host's socket. 100 + errno: the
+    namespace was refused; 150 + errno: the mount or bind was."""
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        uid, gid = os.getuid(), os.getgid()
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+            code = 100 + ctypes.get_errno()
+        elif not map_ids(uid, gid):
+            code = 200
+        elif libc.mount(b"sf", os.path.dirname(host).encode(), b"tmpfs", 0,
+                        None) != 0:
+            code = 150 + ctypes.get_errno()
+        else:
+            try:
+                own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                own.bind(host)
+                own.listen(1)
+            except OSError as e:
+                code = 150 + e.errno
+        os.write(ready_w, bytes([code]))
+        os.read(done_r, 1)  # holds its socket until the parent is done
+        os._exit(0)
+    code = os.read(ready_r, 1)[0]
+    if code == 0:
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            c.connect(host)
+            code = 0 if answered(c) else 254
+        except OSError as e:
+            code = e.errno
+    os.write(done_w, b"x")
+    os.waitpid(pid, 0)
+    return code
+
+
 def main():
     d, host, listed_path, host_abstract = sys.argv[1:5]
     libc.connect.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
@@ -227,6 +283,7 @@ def main():
     print("own_abstract", own_abstract())
     print("listed_overmount",
           in_child(lambda: listed_overmount(listed_path, host)))
+    print("tmpfs_rebind", tmpfs_rebind(host))
     sys.stdout.flush()
 
 

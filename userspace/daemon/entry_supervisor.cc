@@ -11,7 +11,6 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cgroup.h"
 #include "common/status.h"
@@ -196,8 +195,11 @@ bool EntrySupervisor::ReadPending(Pending& p) {
           Malformed("expected the socket-family filter's listener"));
     return false;
   }
+  // Exactly the rollout's cgroup: enter joined it before it sent this.
+  absl::StatusOr<std::string> mount = FindCgroup2Mount();
   absl::StatusOr<std::string> rel = CgroupOfPid(p.pid);
-  if (!rel.ok() || *rel == "/" || !absl::EndsWith(p.cgroup_path, *rel)) {
+  if (!mount.ok() || !rel.ok() ||
+      absl::StrCat(*mount, *rel == "/" ? "" : *rel) != p.cgroup_path) {
     Reply(p.conn.get(),
           absl::PermissionDeniedError(absl::StrCat(
               "pid ", p.pid, " is not in rollout \"", p.rollout_id,
