@@ -671,9 +671,10 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
 
   const v1::RolloutRecord rec = End(id);
   const std::string text = rec.DebugString();
-  // The daemon's decisions: the brokered connects (own, listed), the three
-  // swaps refused (each naming the socket it led to), the vsock socket.
-  EXPECT_EQ(rec.loss().supervisor_decided(), 6u) << text;
+  // The daemon's decisions: the brokered connect, the three swaps refused
+  // (each naming the socket it led to), the vsock socket. (The listed name,
+  // in the namespace the agent entered from, goes back to the kernel.)
+  EXPECT_EQ(rec.loss().supervisor_decided(), 5u) << text;
   EXPECT_THAT(text, HasSubstr("vsock")) << "the family is named";
   int swaps = 0;
   for (const v1::NetAttempt& a : rec.net_attempt()) {
@@ -689,6 +690,23 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
       << "the refused swap is recorded by the name given";
   EXPECT_THAT(daemon_->Log(),
               HasSubstr("an entered process's socket calls are supervised"));
+}
+
+// A rollout over a cgroup the daemon did not make may hold processes that
+// nothing confined: an entry there is supervised, but the rollout keeps the
+// bind tracker (and its abstract names stay checked).
+TEST_F(EnterRolloutTest, AnExistingCgroupKeepsTheTrackerAfterAnEntry) {
+  SANDFENCE_REQUIRE_HOST(HostChecksUnixSockets());
+  const std::string id = absl::StrCat("enter-existing-", getpid());
+  const std::string cgroup = MakeCgroup(id);
+  ASSERT_FALSE(StartRollout(id, "LANDLOCK", cgroup).cgroup_path().empty());
+  auto c = Enter({"--rollout", id, "--socket", Socket()}, {"/bin/true"});
+  EXPECT_EQ(c->Wait(), 0) << c->out() << c->err() << daemon_->Log();
+  EXPECT_THAT(daemon_->Log(),
+              HasSubstr("an entered process's socket calls are supervised"));
+  EXPECT_TRUE(Exists(PinsOf(daemon_->dirs().pin_dir).HostLink("unix_bind")))
+      << "the tracker went, for a cgroup not the daemon's own";
+  End(id);
 }
 
 // A second enter from inside a rollout whose Unix sockets are unchecked:
@@ -709,9 +727,24 @@ TEST_F(EnterRolloutTest, DaemonRefusesEnterFromInsideASandbox) {
   EXPECT_THAT(inner->err(), HasSubstr("refuses calls from inside a sandbox"));
   std::cout << "[ ROW  ] a second enter from inside (Unix unchecked): "
             << inner->err();
+  // The supervision socket beside the daemon's refuses it as well: a
+  // sandboxed root may not hand the daemon a listener of its own.
+  const std::string hand_over = absl::StrCat(
+      "import socket\n"
+      "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+      "s.connect('", Socket(), ".supervise')\n"
+      "s.send(b'", id, "')\n"
+      "print(s.recv(512).decode())\n");
+  auto direct = Enter(enter, {"/usr/bin/python3", "-c", hand_over});
+  EXPECT_EQ(direct->Wait(), 0) << direct->out() << direct->err();
+  EXPECT_THAT(direct->out(),
+              HasSubstr("77 sandfence refuses calls from inside a sandbox"))
+      << direct->err();
   EXPECT_THAT(daemon_->Log(), HasSubstr("inside a sandbox"));
   const v1::RolloutRecord rec = End(id);
-  EXPECT_EQ(CountWarnings(rec, v1::WARNING_ENTERED), 1);  // the outer one
+  // The outer enters (the nested one's and the hand-over's); never the
+  // nested ones.
+  EXPECT_EQ(CountWarnings(rec, v1::WARNING_ENTERED), 2);
 }
 
 // The same as nobody (--user 65534) against a victim of the same UID: where

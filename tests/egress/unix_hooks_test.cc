@@ -608,6 +608,17 @@ TEST_F(UnixHooksTest, TheBindTrackerRunsOnlyWhileASandboxNeedsIt) {
   EXPECT_TRUE(controller_->holds_unix_bind_tracker());
   ASSERT_TRUE(controller_->RemoveSandbox(second.id()).ok());
   EXPECT_FALSE(controller_->holds_unix_bind_tracker());
+  // A sandbox whose entry carries no trait (an earlier build's, adopted)
+  // but whose phase checks names keeps it: its own paths may be known by
+  // name already, and only the tracker checks what they reach.
+  auto old = Cgroup::Create(
+      absl::StrCat(TestCgroupRoot(), "/unix-untraited-", getpid()));
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(controller_->AddSandbox(old->fd(), old->ref(), ModelOnly()).ok());
+  EXPECT_TRUE(controller_->holds_unix_bind_tracker());
+  ASSERT_TRUE(controller_->RemoveSandbox(old->id()).ok());
+  EXPECT_FALSE(controller_->holds_unix_bind_tracker());
+  rmdir(old->path().c_str());
 }
 
 // Issue 33's attack 1: the swap connected through io_uring, which no
@@ -648,6 +659,22 @@ TEST_F(UnixHooksTest, AListedNameMountedOverReachesNothing) {
                       Path("host-over.sock"));
   if (r == 252) GTEST_SKIP() << "no mount namespace or bind mount here";
   EXPECT_EQ(r, EPERM) << "0: the listed name reached the host's socket";
+}
+
+// Issue 33's attack 2: the host socket's name bound again by the sandbox in
+// a user and mount namespace of its own (a tmpfs over the directory), then
+// connected from the sandbox's namespace. BPF LSM judges the socket
+// reached; a brokered sandbox's hooks never take a path for its own by
+// name (the bind tracker would kill the connect after the fact instead).
+TEST_F(UnixHooksTest, ANameBoundAgainInAnotherNamespaceReachesNothing) {
+  UnixService host(Path("host-rebound.sock"), SOCK_STREAM);
+  Cgroup sb = NewSandbox(ModelOnly());
+  if (!lsm_) {
+    ASSERT_TRUE(controller_->SetUnixTraits(sb.id(), {.broker = true}).ok());
+  }
+  const int r = Probe(sb, "rebind-then-connect", Path("host-rebound.sock"));
+  if (r == 252) GTEST_SKIP() << "no user and mount namespace here";
+  EXPECT_EQ(r, EPERM) << "0: the connect reached the host's socket";
 }
 
 }  // namespace

@@ -28,6 +28,11 @@
 //       listed-overmount NAME TARGET: in a user and mount namespace of its
 //         own, TARGET bind-mounted over NAME, then a stream connect to
 //         NAME and a byte exchanged (exit 252: no namespace or mount);
+//       rebind-then-connect NAME: a child in a user and mount namespace of
+//         its own mounts a tmpfs over NAME's directory and binds NAME there
+//         (its own socket, by that name); then this process, in the
+//         original namespace, connects to NAME and exchanges a byte (exit
+//         252: no namespace, mount or bind);
 //       serve: listen on NAME (stream) and answer each connection's byte,
 //         for 30 s or until killed (a service inside a sandbox).
 // Exit status: 0 on success, else the errno of the failing call (EPERM = 1).
@@ -237,6 +242,62 @@ int ListedOvermount(const std::string& name, const std::string& target) {
   return Connect(SOCK_STREAM, name, true);
 }
 
+// Root in a new user namespace is this process outside it.
+bool MapIds(uid_t uid, gid_t gid) {
+  const std::string maps[][2] = {{"/proc/self/setgroups", "deny"},
+                                 {"/proc/self/uid_map",
+                                  "0 " + std::to_string(uid) + " 1"},
+                                 {"/proc/self/gid_map",
+                                  "0 " + std::to_string(gid) + " 1"}};
+  for (const auto& [file, text] : maps) {
+    FILE* f = std::fopen(file.c_str(), "w");
+    if (f == nullptr) return false;
+    const bool ok = std::fputs(text.c_str(), f) >= 0;
+    if (std::fclose(f) != 0 || !ok) return false;
+  }
+  return true;
+}
+
+// Issue 33's attack 2: the name bound again, by the sandbox, where only a
+// namespace of its own sees it; the connect from the sandbox's namespace
+// reaches the host's socket of that name.
+int RebindThenConnect(const std::string& name) {
+  int ready[2], done[2];
+  if (pipe(ready) != 0 || pipe(done) != 0) return Err();
+  const uid_t uid = geteuid();
+  const gid_t gid = getegid();
+  const pid_t pid = fork();
+  if (pid < 0) return Err();
+  if (pid == 0) {
+    char code = 0;
+    const std::string dir = name.substr(0, name.rfind('/'));
+    sockaddr_un a;
+    const socklen_t len = MakeAddr(name, &a);
+    int s = -1;
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0 || !MapIds(uid, gid) ||
+        mount("sf", dir.c_str(), "tmpfs", 0, nullptr) != 0 ||
+        (s = socket(AF_UNIX, SOCK_STREAM, 0)) < 0 ||
+        bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        listen(s, 4) != 0) {
+      std::perror("rebind-then-connect: the child's namespace");
+      code = 1;
+    }
+    (void)!write(ready[1], &code, 1);
+    char c;
+    (void)!read(done[0], &c, 1);  // holds its socket until the parent is done
+    _exit(0);
+  }
+  char code = 1;
+  int r = 252;
+  if (read(ready[0], &code, 1) == 1 && code == 0) {
+    r = Connect(SOCK_STREAM, name, true);
+  }
+  (void)!write(done[1], "x", 1);
+  int status;
+  waitpid(pid, &status, 0);
+  return r;
+}
+
 int OwnDgramConnected(const std::string& name) {
   sockaddr_un a;
   const socklen_t len = MakeAddr(name, &a);
@@ -371,6 +432,8 @@ int main(int argc, char** argv) {
     err = OwnThenForkSymlink(name, argv[3]);
   } else if (op == "own-then-symlink-uring" && argc == 4) {
     err = OwnThenSymlinkUring(name, argv[3]);
+  } else if (op == "rebind-then-connect") {
+    err = RebindThenConnect(name);
   } else if (op == "listed-overmount" && argc == 4) {
     err = ListedOvermount(name, argv[3]);
   } else {

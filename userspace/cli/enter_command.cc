@@ -151,7 +151,33 @@ absl::StatusOr<UniqueFd> OpenSupervision(const enter::EnterFlags& flags) {
              MSG_NOSIGNAL) != static_cast<ssize_t>(flags.rollout.size())) {
     return ErrnoError(errno, absl::StrCat("send to ", path));
   }
-  return fd;
+  // The daemon looks at this process where it is now, before it moves.
+  const timeval wait = {30, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  char reply[512];
+  const ssize_t n = ::recv(fd.get(), reply, sizeof(reply), 0);
+  if (n < 0) return ErrnoError(errno, absl::StrCat("no answer from ", path));
+  const absl::string_view said(reply, static_cast<size_t>(n));
+  if (said == "ok") return fd;
+  // "<exit code> <why>"
+  const size_t space = said.find(' ');
+  int code = 0;
+  absl::SimpleAtoi(said.substr(0, space), &code);
+  const std::string why = absl::StrCat(
+      space == absl::string_view::npos ? said : said.substr(space + 1),
+      "; nothing was entered or started");
+  switch (code) {
+    case kExitNoPerm:
+      return absl::PermissionDeniedError(why);
+    case kExitConfig:
+      return Rejected(why);
+    case kExitDataErr:
+      return Malformed(why);
+    case kExitTempFail:
+      return absl::UnavailableError(why);
+    default:
+      return absl::InternalError(why);
+  }
 }
 
 }  // namespace

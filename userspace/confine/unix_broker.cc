@@ -251,6 +251,11 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
   const int pin_error = PinPath(tid, out.path, &pinned);
   UniqueFd netns(::open(absl::StrCat("/proc/", tid, "/ns/net").c_str(),
                         O_RDONLY | O_CLOEXEC));
+  struct stat mnt_ns {};
+  const bool in_home =
+      hooks_.home_mount_ns != 0 &&
+      ::stat(absl::StrCat("/proc/", tid, "/ns/mnt").c_str(), &mnt_ns) == 0 &&
+      mnt_ns.st_ino == hooks_.home_mount_ns;
   const Creds creds = ReadCreds(tid);
   UniqueFd pidfd(
       static_cast<int>(::syscall(SYS_pidfd_open, tid, PIDFD_THREAD)));
@@ -283,24 +288,32 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
   // In a thread of its own: it enters the caller's network namespace to
   // find the socket, and takes the caller's credentials to connect; this
   // thread keeps its own.
-  enum class Step { kNotOwn, kOutside, kConnected };
-  Step step = Step::kNotOwn;
+  enum class Step { kKernel, kOutside, kConnected };
+  Step step = Step::kKernel;
   int error = 0;
   BoundUnixSocket server;
   bool listed = false;
+  UniqueFd own_netns(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   std::thread([&] {
     if (::setns(netns.get(), CLONE_NEWNET) != 0) return;
     server = UnixSocketBoundTo(st.st_dev, st.st_ino);
-    // Nothing bound there: the connect fails (ECONNREFUSED) wherever the
-    // name is judged.
-    if (server.inode == 0) return;
-    if (!HeldInCgroup(hooks_.cgroup_dir, server.inode)) {
+    // A path reaches a socket of any network namespace: one the caller's
+    // does not hold may be the host's.
+    if (server.inode == 0 && own_netns &&
+        ::setns(own_netns.get(), CLONE_NEWNET) == 0) {
+      server = UnixSocketBoundTo(st.st_dev, st.st_ino);
+    }
+    if (server.inode == 0 || !HeldInCgroup(hooks_.cgroup_dir, server.inode)) {
       // A listed name counts for the socket it names in sandfence's view.
       struct stat host_view {};
       listed = hooks_.listed && hooks_.listed(out.path) &&
                ::stat(out.path.c_str(), &host_view) == 0 &&
                host_view.st_dev == st.st_dev && host_view.st_ino == st.st_ino;
-      if (!listed) {
+      // In the namespace it started in, the caller can mount nothing: the
+      // kernel's lookup of the name finds what sandfence's did, and the
+      // caller connects as itself (the server sees its pid).
+      if (listed && in_home) return;
+      if (!listed || server.inode == 0) {
         step = Step::kOutside;
         return;
       }
@@ -327,9 +340,12 @@ UnixBrokerOutcome UnixBroker::Decide(int listener,
                 : errno;
     if (!(flags & O_NONBLOCK)) ::fcntl(sock.get(), F_SETFL, flags);
   }).join();
-  if (step == Step::kNotOwn) return out;
-  out.reached = absl::StrCat(server.name.empty() ? "(unnamed)" : server.name,
-                             " (inode ", server.inode, ")");
+  if (step == Step::kKernel) return out;
+  out.reached =
+      server.inode == 0
+          ? std::string("(no socket found)")
+          : absl::StrCat(server.name.empty() ? "(unnamed)" : server.name,
+                         " (inode ", server.inode, ")");
   if (step == Step::kOutside) {
     out.outside = true;
     error = EPERM;

@@ -17,13 +17,16 @@
 //      process's credentials (so SO_PEERCRED names its user), and answers
 //      the call with the connect's outcome; the hook lets exactly that
 //      connect through (sf_unix_brokered: this socket, this thread);
-//   5. if a socket outside the sandbox holds it: when the phase lists the
-//      name given and the name leads to that same socket in sandfence's
-//      own view (the host's: a policy lists the host's sockets), connects
-//      as in 4; otherwise refuses the call itself (EPERM), and the record
-//      names the socket the name led to, not only the name. So a listed
-//      name over which the agent mounted another socket (a user and mount
-//      namespace of its own) reaches nothing;
+//   5. if a socket outside the sandbox holds it (or none it can find, in
+//      the caller's network namespace or sandfence's): when the phase
+//      lists the name given and the name leads to that same socket in
+//      sandfence's own view (the host's: a policy lists the host's
+//      sockets), hands it back to the kernel if the caller is in the
+//      mount namespace it started in (it can mount nothing there), or
+//      connects as in 4 if it made one of its own; otherwise refuses the
+//      call itself (EPERM), and the record names the socket the name led
+//      to, not only the name. So a listed name over which the agent
+//      mounted another socket reaches nothing;
 //   6. otherwise hands the call back to the kernel, whose hooks judge the
 //      name (listed, or denied: with SF_SB_UNIX_BROKER a path the sandbox
 //      bound is never taken for its own by its name).
@@ -53,6 +56,11 @@ struct UnixBrokerHooks {
   // Whether the phase lists this path (the name as given, compared as the
   // hooks compare it); null: it lists none.
   std::function<bool(const std::string& path)> listed;
+  // The mount namespace (its inode) the sandbox's processes started in,
+  // where they can mount nothing: a listed name found there to lead to the
+  // socket at that path in sandfence's view goes back to the kernel (the
+  // caller connects as itself). 0: unknown.
+  uint64_t home_mount_ns = 0;
 };
 
 struct UnixBrokerOutcome {

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,19 +22,30 @@ namespace sandfence {
 struct EntrySupervisor::Pending {
   UniqueFd conn;
   pid_t pid = 0;
+  int64_t since_ns = 0;
   std::string rollout_id;   // after the first message
   std::string cgroup_path;  // what admit answered
+  uint64_t home_mount_ns = 0;
 };
 
 namespace {
 
 constexpr size_t kMaxRolloutId = 128;
+constexpr size_t kMaxPending = 64;
+constexpr int64_t kPendingSeconds = 30;
+
+int64_t NowNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 // "ok", or the exit code the entering process takes and why.
 void Reply(int conn, const absl::Status& status) {
+  // What cannot be found (a rollout) never will be by retrying: rejected.
+  const int code = absl::IsNotFound(status) ? kExitConfig : ExitCodeFor(status);
   const std::string text =
-      status.ok() ? "ok"
-                  : absl::StrCat(ExitCodeFor(status), " ", status.message());
+      status.ok() ? "ok" : absl::StrCat(code, " ", status.message());
   ssize_t ignored = ::send(conn, text.data(), text.size(), MSG_NOSIGNAL);
   (void)ignored;
 }
@@ -70,14 +82,16 @@ absl::StatusOr<std::unique_ptr<EntrySupervisor>> EntrySupervisor::Listen(
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError(errno, absl::StrCat("remove stale socket ", path));
   }
-  // Root's alone, whatever the daemon's own socket allows: what comes in
-  // here is a process's seccomp listener.
-  const mode_t old = ::umask(0177);
-  const int rc =
-      ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  const int err = errno;
-  ::umask(old);
-  if (rc != 0) return ErrnoError(err, absl::StrCat("bind ", path));
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+      0) {
+    return ErrnoError(errno, absl::StrCat("bind ", path));
+  }
+  // Root's alone, whatever the daemon's own socket allows (a peer that is
+  // not root is refused in any case): what comes in here is a process's
+  // seccomp listener. Not umask: other threads of the daemon create files.
+  if (::chmod(path.c_str(), 0600) != 0) {
+    return ErrnoError(errno, absl::StrCat("chmod ", path));
+  }
   if (::listen(fd.get(), 64) != 0) {
     return ErrnoError(errno, absl::StrCat("listen on ", path));
   }
@@ -129,10 +143,18 @@ size_t EntrySupervisor::ListenerCount(const std::string& rollout_id) const {
 }
 
 void EntrySupervisor::Accept() {
-  for (;;) {
+  while (pending_.size() < kMaxPending) {
     UniqueFd conn(::accept4(listen_fd_.get(), nullptr, nullptr,
                             SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!conn) return;
+    if (!conn) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        // Out of descriptors, say: the socket stays readable, so it is not
+        // polled for a while rather than spun on.
+        LogError("supervision: accept: %s", std::strerror(errno));
+        accept_paused_until_ns_ = NowNs() + 100000000;
+      }
+      return;
+    }
     ucred cred{};
     socklen_t len = sizeof(cred);
     if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
@@ -144,6 +166,7 @@ void EntrySupervisor::Accept() {
     auto p = std::make_unique<Pending>();
     p->conn = std::move(conn);
     p->pid = cred.pid;
+    p->since_ns = NowNs();
     pending_.push_back(std::move(p));
   }
 }
@@ -181,12 +204,19 @@ bool EntrySupervisor::ReadPending(Pending& p) {
       return false;
     }
     p.rollout_id.assign(buf, static_cast<size_t>(n));
-    absl::StatusOr<std::string> cgroup = hooks_.admit(p.rollout_id);
+    // The caller waits for this answer before it moves: it is where it
+    // connected from (outside every sandbox, or refused).
+    absl::StatusOr<std::string> cgroup = hooks_.admit(p.rollout_id, p.pid);
     if (!cgroup.ok()) {
       Reply(p.conn.get(), cgroup.status());
       return false;
     }
     p.cgroup_path = *std::move(cgroup);
+    struct stat mnt {};
+    if (::stat(absl::StrCat("/proc/", p.pid, "/ns/mnt").c_str(), &mnt) == 0) {
+      p.home_mount_ns = mnt.st_ino;
+    }
+    Reply(p.conn.get(), absl::OkStatus());
     return true;
   }
   // 2. The listener, from inside the rollout's cgroup.
@@ -207,10 +237,17 @@ bool EntrySupervisor::ReadPending(Pending& p) {
               rel.ok() ? *rel : std::string(rel.status().message()), ")")));
     return false;
   }
+  // Still open (it may have ended while the process confined itself).
+  if (absl::StatusOr<std::string> again = hooks_.admit(p.rollout_id, 0);
+      !again.ok()) {
+    Reply(p.conn.get(), again.status());
+    return false;
+  }
   {
     absl::MutexLock lock(&mu_);
-    supervised_.push_back(std::make_shared<Supervised>(Supervised{
-        p.rollout_id, confine::SocketSupervisor(std::move(passed))}));
+    supervised_.push_back(std::make_shared<Supervised>(
+        Supervised{p.rollout_id, p.home_mount_ns,
+                   confine::SocketSupervisor(std::move(passed))}));
   }
   hooks_.admitted(p.rollout_id);
   Reply(p.conn.get(), absl::OkStatus());
@@ -224,14 +261,22 @@ void EntrySupervisor::Loop() {
       absl::MutexLock lock(&mu_);
       supervised = supervised_;
     }
+    // Connections that never finish go (a caller gone quiet, or one
+    // holding the daemon's descriptors).
+    const int64_t now = NowNs();
+    std::erase_if(pending_, [&](const std::unique_ptr<Pending>& p) {
+      return now - p->since_ns > kPendingSeconds * 1000000000;
+    });
+    const bool accepting =
+        pending_.size() < kMaxPending && now >= accept_paused_until_ns_;
     std::vector<pollfd> fds;
     fds.push_back({wake_.get(), POLLIN, 0});
-    fds.push_back({listen_fd_.get(), POLLIN, 0});
+    fds.push_back({accepting ? listen_fd_.get() : -1, POLLIN, 0});
     for (const auto& p : pending_) fds.push_back({p->conn.get(), POLLIN, 0});
     for (const auto& s : supervised) {
       fds.push_back({s->supervisor.fd(), POLLIN, 0});
     }
-    if (::poll(fds.data(), fds.size(), 1000) < 0) {
+    if (::poll(fds.data(), fds.size(), accepting ? 1000 : 100) < 0) {
       if (errno == EINTR) continue;
       LogError("supervision: poll: %s", std::strerror(errno));
       return;
@@ -258,7 +303,8 @@ void EntrySupervisor::Loop() {
     for (const auto& s : supervised) {
       const short ev = fds[i++].revents;
       if (ev & POLLIN) {
-        if (absl::Status st = hooks_.answer(s->rollout_id, s->supervisor);
+        if (absl::Status st = hooks_.answer(s->rollout_id, s->home_mount_ns,
+                                            s->supervisor);
             !st.ok()) {
           LogError("rollout %s: a supervised socket call: %s", s->rollout_id,
                    StatusText(st));

@@ -6,8 +6,9 @@
 // rollout execs in place: nothing of sandfence stays beside it. So enter
 // hands its listener to the daemon, over a root-only SOCK_SEQPACKET socket
 // beside the daemon's (SupervisionSocketPath):
-//   1. before anything changes, enter connects and sends the rollout id
-//      (the daemon refuses a caller that is not root);
+//   1. before anything changes, enter connects and sends the rollout id;
+//      the daemon answers "ok" (or why not: a caller that is not root, or
+//      is inside a sandbox, is refused) and enter waits for it;
 //   2. it joins the sandbox, confines itself, installs the filter, and
 //      sends the listener (SCM_RIGHTS);
 //   3. the daemon checks that the sender is in the rollout's cgroup now,
@@ -52,15 +53,19 @@ std::string SupervisionSocketPath(absl::string_view daemon_socket);
 class EntrySupervisor {
  public:
   struct Hooks {
-    // May a process in `cgroup_path`'s tree, pid `pid`, hand over its
-    // listener for the rollout? The rollout's cgroup path, or why not
-    // (the status's code becomes the caller's exit code).
-    std::function<absl::StatusOr<std::string>(const std::string& rollout_id)>
+    // May process `pid` hand over its listener for the rollout? The
+    // rollout's cgroup path, or why not (the status's code becomes the
+    // caller's exit code). pid 0: asked again when the listener comes (the
+    // caller is inside the rollout's cgroup by then).
+    std::function<absl::StatusOr<std::string>(const std::string& rollout_id,
+                                              pid_t pid)>
         admit;
     // The rollout's processes are supervised from now on.
     std::function<void(const std::string& rollout_id)> admitted;
-    // Answers one waiting call of the rollout's processes.
+    // Answers one waiting call of the rollout's processes, which entered
+    // from the mount namespace `home_mount_ns` (its inode).
     std::function<absl::Status(const std::string& rollout_id,
+                               uint64_t home_mount_ns,
                                confine::SocketSupervisor& supervisor)>
         answer;
   };
@@ -81,6 +86,7 @@ class EntrySupervisor {
   struct Pending;
   struct Supervised {
     std::string rollout_id;
+    uint64_t home_mount_ns = 0;
     confine::SocketSupervisor supervisor;
   };
 
@@ -97,8 +103,10 @@ class EntrySupervisor {
   UniqueFd wake_;  // an eventfd: Forget and the destructor
   const Hooks hooks_;
   std::atomic<bool> stop_{false};
-  // Only the loop touches the pending connections.
+  // Only the loop touches the pending connections (at most
+  // kMaxPending, each for at most kPendingSeconds).
   std::vector<std::unique_ptr<Pending>> pending_;
+  int64_t accept_paused_until_ns_ = 0;  // out of descriptors: a pause
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<Supervised>> supervised_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

@@ -231,9 +231,11 @@ class RolloutManager {
   // Counts the sandbox's decisions for the metrics.
   void CountDecisions(Sandbox& sandbox);
   // EntrySupervisor's hooks (rollout_supervision.cc).
-  absl::StatusOr<std::string> AdmitEntry(const std::string& rollout_id);
+  absl::StatusOr<std::string> AdmitEntry(const std::string& rollout_id,
+                                         pid_t caller);
   void EntryAdmitted(const std::string& rollout_id);
   absl::Status AnswerEntered(const std::string& rollout_id,
+                             uint64_t home_mount_ns,
                              confine::SocketSupervisor& supervisor);
 
   const ManagerOptions options_;

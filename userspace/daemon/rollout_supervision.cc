@@ -17,11 +17,13 @@ namespace sandfence {
 absl::Status RolloutManager::ServeSupervision(const std::string& path) {
   if (supervision_) return absl::FailedPreconditionError("already serving");
   EntrySupervisor::Hooks hooks;
-  hooks.admit = [this](const std::string& id) { return AdmitEntry(id); };
+  hooks.admit = [this](const std::string& id, pid_t caller) {
+    return AdmitEntry(id, caller);
+  };
   hooks.admitted = [this](const std::string& id) { EntryAdmitted(id); };
-  hooks.answer = [this](const std::string& id,
+  hooks.answer = [this](const std::string& id, uint64_t home_mount_ns,
                         confine::SocketSupervisor& supervisor) {
-    return AnswerEntered(id, supervisor);
+    return AnswerEntered(id, home_mount_ns, supervisor);
   };
   absl::StatusOr<std::unique_ptr<EntrySupervisor>> s =
       EntrySupervisor::Listen(path, std::move(hooks));
@@ -36,8 +38,15 @@ size_t RolloutManager::SupervisedListeners(
 }
 
 absl::StatusOr<std::string> RolloutManager::AdmitEntry(
-    const std::string& rollout_id) {
+    const std::string& rollout_id, pid_t caller) {
   if (absl::Status s = ValidateRolloutId(rollout_id); !s.ok()) return s;
+  // As every call of the daemon's: a sandboxed process may not hand the
+  // daemon its own listener (and switch its rollout's checks so).
+  if (caller > 0 && InsideSandbox(caller)) {
+    CountRefusedCall();
+    return absl::PermissionDeniedError(
+        "sandfence refuses calls from inside a sandbox");
+  }
   std::shared_ptr<Rollout> r = Find(rollout_id);
   if (r == nullptr) {
     return absl::NotFoundError(
@@ -62,11 +71,13 @@ void RolloutManager::EntryAdmitted(const std::string& rollout_id) {
   absl::MutexLock rl(&r->mu);
   if (!r->open()) return;
   Sandbox& sb = *r->sandbox;
-  // Its processes enter through `enter`, each confined and supervised:
-  // their Unix paths are brokered, and where Landlock scopes abstract
-  // sockets (ABI 6+) so are their abstract names. Nobody needs the host's
-  // bind tracker for it any more.
-  if (enforcement_->CanBrokerUnix()) {
+  // A cgroup the daemon made (empty, then entered through `enter`, each
+  // process confined and supervised): its Unix paths are brokered, and
+  // where Landlock scopes abstract sockets (ABI 6+) its abstract names are
+  // left to that scope; nobody needs the host's bind tracker for it. An
+  // existing cgroup may hold processes nothing confined: it stays as it is
+  // (its names by the tracker, its abstract names checked).
+  if (sb.created() && enforcement_->CanBrokerUnix()) {
     UnixTraits traits;
     traits.broker = true;
     traits.abstract_scoped = confine::ProbeLandlockAbi().version >= 6;
@@ -83,7 +94,8 @@ void RolloutManager::EntryAdmitted(const std::string& rollout_id) {
 }
 
 absl::Status RolloutManager::AnswerEntered(
-    const std::string& rollout_id, confine::SocketSupervisor& supervisor) {
+    const std::string& rollout_id, uint64_t home_mount_ns,
+    confine::SocketSupervisor& supervisor) {
   std::shared_ptr<Rollout> r = Find(rollout_id);
   std::optional<absl::MutexLock> rl;
   if (r != nullptr) rl.emplace(&r->mu);
@@ -103,7 +115,7 @@ absl::Status RolloutManager::AnswerEntered(
         return host->AllowBrokeredConnect(cookie, pid_tgid);
       },
       [host](uint64_t cookie) { host->ForgetBrokeredConnect(cookie); },
-      ListedUnixPaths(phase)});
+      ListedUnixPaths(phase), home_mount_ns});
   absl::StatusOr<std::optional<confine::SocketAttempt>> a =
       supervisor.AnswerOne(verdict == SF_VERDICT_DENY,
                            brokered ? &broker : nullptr,

@@ -45,6 +45,15 @@ namespace {
 constexpr uint32_t kUnixTraitFlags =
     SF_SB_UNIX_BROKER | SF_SB_UNIX_SCOPED | SF_SB_UNIX_TRACKED;
 
+// Whether a sandbox with these flags needs the bind tracker: it says so,
+// or (an earlier build's entry, or one not yet given its traits) its phase
+// checks Unix sockets by name; and no supervisor brokers its paths.
+bool ReliesOnBindTracker(uint32_t flags) {
+  const uint32_t checked = SF_SB_RESTRICTED | SF_SB_UNIX_CHECKED;
+  return ((flags & SF_SB_UNIX_TRACKED) || (flags & checked) == checked) &&
+         !(flags & SF_SB_UNIX_BROKER);
+}
+
 // A sandbox's Unix traits count only where its phase checks Unix sockets;
 // whether it relies on the bind tracker, in every phase (its binds are
 // tracked before a phase checks them).
@@ -763,9 +772,7 @@ absl::StatusOr<UniqueFd> EgressController::AttachHostProg(const char* prog) {
 
 bool EgressController::BindTrackerNeeded() const {
   for (const KernelSandbox& k : KernelSandboxes()) {
-    if ((k.flags & SF_SB_UNIX_TRACKED) && !(k.flags & SF_SB_UNIX_BROKER)) {
-      return true;
-    }
+    if (ReliesOnBindTracker(k.flags)) return true;
   }
   return false;
 }
@@ -786,7 +793,16 @@ absl::Status EgressController::UpdateBindTracker(bool attach) {
   absl::MutexLock lock(&tracker_mu_);
   const std::string pin = host_->pins().HostLink(kUnixBindProg);
   if (attach || BindTrackerNeeded()) {
-    if (bind_tracker_link_) return absl::OkStatus();
+    if (bind_tracker_link_) {
+      // Pinned again if another process took the pin away: the next
+      // process must find it.
+      struct stat st {};
+      if (host_->pinned() && ::stat(pin.c_str(), &st) != 0 &&
+          bpf_obj_pin(bind_tracker_link_.get(), pin.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("pin ", pin));
+      }
+      return absl::OkStatus();
+    }
     absl::StatusOr<UniqueFd> link = AttachHostProg(kUnixBindProg);
     if (!link.ok()) return link.status();
     bind_tracker_link_ = *std::move(link);
@@ -1109,6 +1125,13 @@ absl::StatusOr<uint32_t> EgressController::AddSandbox(
   state.generation = *generation;
   state.phase = phase_index;
   state.flags = SandboxFlags(phase);
+  // Its binds are tracked from the start where its phase checks names
+  // (until a supervisor brokers its paths).
+  if (ReliesOnBindTracker(state.flags)) {
+    if (absl::Status s = UpdateBindTracker(/*attach=*/true); !s.ok()) {
+      return s;
+    }
+  }
   absl::StatusOr<RuleEntries> entries =
       BuildRuleEntries(phase, state.generation);
   if (!entries.ok()) return entries.status();
@@ -1176,6 +1199,11 @@ absl::StatusOr<uint32_t> EgressController::SwitchPhase(
   next.phase = phase_index;
   next.unix_traits = it->second.unix_traits;
   next.flags = WithUnixTraits(SandboxFlags(phase), next.unix_traits);
+  if (ReliesOnBindTracker(next.flags)) {
+    if (absl::Status s = UpdateBindTracker(/*attach=*/true); !s.ok()) {
+      return s;
+    }
+  }
   absl::StatusOr<RuleEntries> entries =
       BuildRuleEntries(phase, next.generation);
   if (!entries.ok()) return entries.status();
@@ -1224,7 +1252,7 @@ absl::StatusOr<SandboxCounters> EgressController::RemoveSandbox(
       return absl::NotFoundError(
           absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
     }
-    tracked = (it->second.flags & SF_SB_UNIX_TRACKED) != 0;
+    tracked = ReliesOnBindTracker(it->second.flags);
     Detach(cgroup_id, it->second);
     DeleteState(it->second);
     DeleteLearned(it->second);
@@ -1263,6 +1291,7 @@ absl::Status EgressController::SetUnixTraits(uint64_t cgroup_id,
           absl::StrCat("cgroup ", cgroup_id, " is not a sandbox"));
     }
     SandboxState& state = it->second;
+    const uint32_t traits_before = state.unix_traits;
     state.unix_traits = (traits.broker ? SF_SB_UNIX_BROKER : 0u) |
                         (traits.abstract_scoped ? SF_SB_UNIX_SCOPED : 0u) |
                         (tracked ? SF_SB_UNIX_TRACKED : 0u);
@@ -1274,6 +1303,7 @@ absl::Status EgressController::SetUnixTraits(uint64_t cgroup_id,
       if (absl::Status s = WriteSandbox(cgroup_id, state, BPF_EXIST);
           !s.ok()) {
         state.flags = before;
+        state.unix_traits = traits_before;
         return s;
       }
     }

@@ -332,13 +332,13 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     end().IgnoreError();
     return s;
   }
-  const confine::UnixBroker unix_broker(confine::UnixBrokerHooks{
+  confine::UnixBrokerHooks broker_hooks{
       sb.cgroup().path,
       [&egress](uint64_t cookie, uint64_t pid_tgid) {
         return egress.AllowBrokeredConnect(cookie, pid_tgid);
       },
       [&egress](uint64_t cookie) { egress.ForgetBrokeredConnect(cookie); },
-      ListedUnixPaths(sb.current_phase())});
+      ListedUnixPaths(sb.current_phase())};
 
   SpawnOptions spawn;
   spawn.cgroup_fd = (*host)->CgroupFd(sb.cgroup().id);
@@ -375,6 +375,16 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
     return ErrnoError(err, "pidfd_open");
   }
 
+  // The mount namespace the command started in (its own: run makes one):
+  // there it can mount nothing.
+  {
+    struct stat mnt {};
+    if (::stat(absl::StrCat("/proc/", *child, "/ns/mnt").c_str(), &mnt) ==
+        0) {
+      broker_hooks.home_mount_ns = mnt.st_ino;
+    }
+  }
+  const confine::UnixBroker unix_broker(std::move(broker_hooks));
   confine::SocketSupervisor supervisor(std::move(socket_listener));
   auto answer_socket_call = [&]() -> absl::Status {
     const CompiledPhase& phase = sb.current_phase();
