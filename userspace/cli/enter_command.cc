@@ -162,7 +162,7 @@ absl::StatusOr<UniqueFd> OpenSupervision(const enter::EnterFlags& flags) {
   // "<exit code> <why>"
   const size_t space = said.find(' ');
   int code = 0;
-  absl::SimpleAtoi(said.substr(0, space), &code);
+  if (!absl::SimpleAtoi(said.substr(0, space), &code)) code = 0;
   const std::string why = absl::StrCat(
       space == absl::string_view::npos ? said : said.substr(space + 1),
       "; nothing was entered or started");
