@@ -398,8 +398,11 @@ absl::StatusOr<RunSummary> RunInSandbox(const RunRequest& request) {
                              phase.guard_allow_io_uring);
     if (!a.ok()) return a.status();
     if (*a && verdict) {
-      sb.AddSupervisedEvent(SocketAttemptEvent(**a, *verdict, sb.cgroup().id,
-                                               sb.generation()));
+      const NetEvent e = SocketAttemptEvent(**a, *verdict, sb.cgroup().id,
+                                            sb.generation());
+      sb.AddSupervisedEvent(e);
+      // No kernel counter holds these: the summary's counts add them.
+      ++(e.denied() ? summary.supervised_denied : summary.supervised_allowed);
     }
     return absl::OkStatus();
   };
@@ -484,7 +487,9 @@ std::string FormatRunSummary(const RunSummary& s, const CompiledPhase& phase) {
       "sandfence: exit %d; %d allowed, %d denied%s\n",
       phase.name, absl::AsciiStrToLower(v1::NetworkAccess_Name(phase.access)),
       phase.audit_only ? "audited (not enforced)" : "enforced",
-      s.guard_enforcer, s.exit_status, s.counters.allowed, s.counters.denied,
+      s.guard_enforcer, s.exit_status,
+      s.counters.allowed + s.supervised_allowed,
+      s.counters.denied + s.supervised_denied,
       phase.audit_only
           ? absl::StrFormat(" (%d of the allowed would have been denied)",
                             s.counters.audit_denied)
@@ -621,8 +626,10 @@ std::string FormatRunSummaryJson(const RunSummary& s,
       .Bool("audit_only", phase.audit_only)
       .Bool("unix_unchecked", phase.restricted() && phase.unix_unchecked)
       .Raw("counters", JsonObject()
-                           .Num("allowed", s.counters.allowed)
-                           .Num("denied", s.counters.denied)
+                           .Num("allowed",
+                                s.counters.allowed + s.supervised_allowed)
+                           .Num("denied",
+                                s.counters.denied + s.supervised_denied)
                            .Num("events_lost", s.counters.events_lost)
                            .Num("allowed_unreported",
                                 s.counters.allowed_unreported)

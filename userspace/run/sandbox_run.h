@@ -88,6 +88,10 @@ struct RunSummary {
   bool interrupted_before_start = false;
   std::string cgroup_path;
   SandboxCounters counters;  // the kernel's own counts
+  // Decided by run's supervisor (socket families, Unix paths): no kernel
+  // counter holds them; the summary's counts add them.
+  uint64_t supervised_allowed = 0;
+  uint64_t supervised_denied = 0;
   uint64_t events_read = 0;
   uint64_t decode_errors = 0;
   std::vector<DeniedDestination> denied;  // most frequent first
