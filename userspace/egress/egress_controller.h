@@ -415,6 +415,11 @@ class EgressController {
                                       absl::string_view hook);
   void Detach(uint64_t cgroup_id, SandboxState& state);
   SandboxCounters TakeCounters(uint64_t cgroup_id);
+  // This process's sandbox in that cgroup, or NotFound.
+  absl::StatusOr<SandboxState*> Find(uint64_t cgroup_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const SandboxState*> Find(uint64_t cgroup_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string LinkDir(uint64_t cgroup_id) const;
 
   HostState* const host_;
@@ -443,9 +448,6 @@ class EgressController {
   // first, so that what it still holds runs while the maps are open.
   Reaper reaper_;
 };
-
-// The ring a map-in-map of rings holds in a slot (NotFound: none).
-absl::StatusOr<UniqueFd> RingOfMapSlot(int rings_fd, uint32_t slot);
 
 // The netns cookie of the calling process's network namespace.
 absl::StatusOr<uint64_t> CurrentNetnsCookie();

@@ -3,8 +3,6 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +24,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "guard/proc_names.h"
+#include "host/bpf_object.h"
 #include "sf_guard_lsm.skel.h"
 #include "sf_guard_sig.skel.h"
 
@@ -37,21 +36,6 @@
 
 namespace sandfence {
 namespace {
-
-absl::Status LoadError(int err, absl::string_view what,
-                       const LibbpfLogCapture* log) {
-  std::string detail = std::strerror(err);
-  if (log != nullptr && !log->first_line().empty()) {
-    absl::StrAppend(&detail, " (libbpf: ", log->first_line(),
-                    log->verifier_reason().empty() ? "" : "; the verifier: ",
-                    log->verifier_reason(), ")");
-  }
-  if ((err == EPERM || err == EACCES) && ::geteuid() != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(what, ": ", detail, " (loading BPF programs needs root)"));
-  }
-  return Unavailable(absl::StrCat(what, ": ", detail));
-}
 
 absl::Status FillProcNames(int map_fd) {
   for (const ProcNameEntry& e : ProcNameTable()) {
@@ -104,26 +88,6 @@ absl::Status ConfigureHookArgs(sf_guard_lsm* skel) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-namespace {
-
-UniqueFd Dup(int fd) {
-  return UniqueFd(fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') names.push_back(e->d_name);
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 #ifdef SF_GUARD_TEST_MUTANT
 // The mutation run's build only (bpf/guard/guard_mutant.h): the program
 // SF_TEST_NEUTRALIZE names allows everything. A name that is no guard
@@ -160,19 +124,19 @@ absl::Status LoadEnforcer(
   LibbpfLogCapture log;
   Skeleton<S> skel(S::open());
   if (skel == nullptr) {
-    return LoadError(errno, absl::StrCat(name, " enforcer: open"), &log);
+    return BpfLoadError(errno, absl::StrCat(name, " enforcer: open"), &log);
   }
   if (!dir.empty()) {
     if (absl::Status s = MakeDirs(absl::StrCat(dir, "/maps")); !s.ok()) {
       return s;
     }
-    bpf_map* map;
-    bpf_object__for_each_map(map, skel->obj) {
-      if (bpf_map__is_internal(map)) continue;
-      const std::string path = absl::StrCat(dir, "/maps/", bpf_map__name(map));
-      if (bpf_map__set_pin_path(map, path.c_str()) != 0) {
-        return ErrnoError(errno, absl::StrCat("pin path ", path));
-      }
+    if (absl::Status s = SetMapPinPaths(skel->obj,
+                                        [&](absl::string_view map) {
+                                          return absl::StrCat(dir, "/maps/",
+                                                              map);
+                                        });
+        !s.ok()) {
+      return s;
     }
   }
   if constexpr (std::is_same_v<S, sf_guard_lsm>) {
@@ -182,11 +146,11 @@ absl::Status LoadEnforcer(
   if (absl::Status s = NeutralizeForTest(skel.get()); !s.ok()) return s;
 #endif
   if (int err = S::load(skel.get()); err != 0) {
-    return LoadError(-err, absl::StrCat(name, " enforcer: load"), &log);
+    return BpfLoadError(-err, absl::StrCat(name, " enforcer: load"), &log);
   }
   for (const char* map_name : kMapNames) {
     bpf_map* map = bpf_object__find_map_by_name(skel->obj, map_name);
-    UniqueFd fd = Dup(map == nullptr ? -1 : bpf_map__fd(map));
+    UniqueFd fd = DupFd(map == nullptr ? -1 : bpf_map__fd(map));
     if (!fd) return ErrnoError(errno, absl::StrCat("guard map ", map_name));
     maps->push_back(std::move(fd));
   }
@@ -198,14 +162,13 @@ absl::Status LoadEnforcer(
   }
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel->obj) {
-    UniqueFd fd = Dup(bpf_program__fd(prog));
+    UniqueFd fd = DupFd(bpf_program__fd(prog));
     if (!fd) return ErrnoError(errno, bpf_program__name(prog));
     if (!dir.empty()) {
-      const std::string path =
-          absl::StrCat(dir, "/progs/", bpf_program__name(prog));
-      ::unlink(path.c_str());  // a half-pinned set from a process that died
-      if (bpf_obj_pin(fd.get(), path.c_str()) != 0) {
-        return ErrnoError(errno, absl::StrCat("pin ", path));
+      if (absl::Status s = PinFresh(
+              fd.get(), absl::StrCat(dir, "/progs/", bpf_program__name(prog)));
+          !s.ok()) {
+        return s;
       }
     }
     progs->emplace_back(bpf_program__name(prog), std::move(fd));
@@ -239,13 +202,7 @@ GuardController::~GuardController() {
 
 absl::StatusOr<UniqueFd> GuardController::RingOfSlot(uint32_t slot) const {
   if (!maps_.rings) return absl::NotFoundError("the guard is off");
-  uint32_t id = 0;
-  if (bpf_map_lookup_elem(maps_.rings.get(), &slot, &id) != 0) {
-    return absl::NotFoundError(absl::StrCat("no guard ring in slot ", slot));
-  }
-  UniqueFd fd(bpf_map_get_fd_by_id(id));
-  if (!fd) return ErrnoError(errno, absl::StrCat("open guard ring ", id));
-  return fd;
+  return RingOfMapSlot(maps_.rings.get(), slot);
 }
 
 void GuardController::ClearSlot(uint32_t slot) {
@@ -281,7 +238,7 @@ std::string GuardController::Dir() const { return GuardDirOf(*host_, enforcer_);
 bool GuardAttachedOnHost(const HostState& host) {
   if (!host.pinned()) return false;
   for (Enforcer e : {Enforcer::kLsm, Enforcer::kSignal}) {
-    if (!ListDir(absl::StrCat(GuardDirOf(host, e), "/links")).empty()) {
+    if (!ListPins(absl::StrCat(GuardDirOf(host, e), "/links")).empty()) {
       return true;
     }
   }
@@ -299,7 +256,7 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
   // that governs. One only pinned, idle since its last sandbox, does not.
   if (host->pinned()) {
     for (Enforcer e : {Enforcer::kLsm, Enforcer::kSignal}) {
-      if (ListDir(absl::StrCat(GuardDirOf(*host, e), "/links")).empty()) {
+      if (ListPins(absl::StrCat(GuardDirOf(*host, e), "/links")).empty()) {
         continue;
       }
       if (mode == GuardMode::kLsm && e != Enforcer::kLsm) {
@@ -347,7 +304,7 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
 absl::Status GuardController::LoadOrOpen(absl::string_view dir_view) {
   const std::string dir(dir_view);
   std::vector<UniqueFd> maps;
-  if (!dir.empty() && !ListDir(absl::StrCat(dir, "/progs")).empty()) {
+  if (!dir.empty() && !ListPins(absl::StrCat(dir, "/progs")).empty()) {
     for (const char* name : kMapNames) {
       UniqueFd fd(bpf_obj_get(absl::StrCat(dir, "/maps/", name).c_str()));
       if (!fd) {
@@ -356,7 +313,7 @@ absl::Status GuardController::LoadOrOpen(absl::string_view dir_view) {
       }
       maps.push_back(std::move(fd));
     }
-    for (const std::string& name : ListDir(absl::StrCat(dir, "/progs"))) {
+    for (const std::string& name : ListPins(absl::StrCat(dir, "/progs"))) {
       UniqueFd fd(bpf_obj_get(absl::StrCat(dir, "/progs/", name).c_str()));
       if (!fd) {
         return ErrnoError(errno,
@@ -383,14 +340,10 @@ absl::Status GuardController::LoadOrOpen(absl::string_view dir_view) {
 }
 
 absl::Status GuardController::CreateRing() {
-  ring_.reset(CreateNamedMap(BPF_MAP_TYPE_RINGBUF, "sf_gevents", 0, 0,
-                             256 * 1024));
-  if (!ring_) return ErrnoError(errno, "create the guard's event ring");
-  const uint32_t slot = host_->slot();
-  const int fd = ring_.get();
-  if (bpf_map_update_elem(maps_.rings.get(), &slot, &fd, BPF_ANY) != 0) {
-    return ErrnoError(errno, "install the guard's event ring");
-  }
+  absl::StatusOr<UniqueFd> ring = CreateSlotRing(
+      maps_.rings.get(), host_->slot(), "sf_gevents", 256 * 1024);
+  if (!ring.ok()) return ring.status();
+  ring_ = *std::move(ring);
   return absl::OkStatus();
 }
 
@@ -398,7 +351,7 @@ absl::Status GuardController::EnsureAttached() {
   const std::string links =
       host_->pinned() ? absl::StrCat(Dir(), "/links") : "";
   if (host_->pinned()) {
-    if (ListDir(links).size() == progs_.size()) return absl::OkStatus();
+    if (ListPins(links).size() == progs_.size()) return absl::OkStatus();
     if (absl::Status s = MakeDirs(links); !s.ok()) return s;
   } else if (!links_.empty()) {
     return absl::OkStatus();
@@ -410,7 +363,7 @@ absl::Status GuardController::EnsureAttached() {
     if (host_->pinned() && ::access(pin.c_str(), F_OK) == 0) continue;
     UniqueFd link(bpf_raw_tracepoint_open(nullptr, fd.get()));
     if (!link) {
-      return LoadError(
+      return BpfLoadError(
           errno,
           absl::StrCat(EnforcerName(enforcer_), " enforcer: attach ", name),
           &log);
@@ -428,10 +381,7 @@ void GuardController::DetachIfUnused() {
   if (!GuardedSandboxes().empty()) return;
   if (host_->pinned()) {
     const std::string links = absl::StrCat(Dir(), "/links");
-    for (const std::string& name : ListDir(links)) {
-      ::unlink(absl::StrCat(links, "/", name).c_str());
-    }
-    ::rmdir(links.c_str());
+    UnpinDir(links);
   }
   links_.clear();
 }
