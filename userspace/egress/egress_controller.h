@@ -348,17 +348,16 @@ class EgressController {
   absl::Status SetPinPaths(bpf_object* obj, bool skip_shared = false);
   // Loads the Unix enforcer's object (the cgroup hooks or BPF LSM's) with
   // the egress maps it shares; unix_unavailable_ when the kernel refuses.
-  absl::Status LoadUnix(const std::string& progs_dir);
+  absl::Status LoadUnix();
   // Loads this process's cut iterators (egress_cut.bpf.c) on the egress
   // maps; cut_unavailable_ where the kernel cannot destroy sockets.
-  absl::Status LoadCut(const std::string& progs_dir);
+  absl::Status LoadCut();
   // One walk of the calling thread's network namespace.
   absl::Status CutHere(const CgroupRef& cgroup,
                        std::vector<CutConnection>* out);
-  // Keeps a loaded program's fd by name, pinned under progs_dir on a
+  // Keeps a loaded program's fd by name, pinned in the egress progs on a
   // pinned host.
-  absl::Status KeepProg(const std::string& progs_dir, const std::string& name,
-                        int prog_fd);
+  absl::Status KeepProg(const std::string& name, int prog_fd);
   // Attaches the Unix enforcer's host-wide programs, or opens the pinned
   // links of another process.
   absl::Status AttachUnixHostProgs();

@@ -188,7 +188,7 @@ absl::Status EgressController::LoadOrOpen() {
   // One process at a time loads and pins; the others open what it pinned.
   HostState::Lock lock = host_->Exclusive();
   const std::string progs_dir =
-      absl::StrCat(host_->pins().ProgsDir(), "/", build_);
+      host_->pins().EgressProgsDir(build_);
   if (host_->pinned()) {
     bool complete = true;
     Maps maps;
@@ -200,7 +200,7 @@ absl::Status EgressController::LoadOrOpen() {
       maps.*(m.field) = std::move(fd);
     };
     auto open_prog = [&](const std::string& name) {
-      UniqueFd fd(bpf_obj_get(absl::StrCat(progs_dir, "/", name).c_str()));
+      UniqueFd fd(OpenPinned(host_->pins().EgressProg(build_, name)));
       if (!fd) complete = false;
       progs.emplace(name, std::move(fd));
     };
@@ -220,7 +220,7 @@ absl::Status EgressController::LoadOrOpen() {
     if (complete) {
       maps_ = std::move(maps);
       progs_ = std::move(progs);
-      if (absl::Status s = LoadCut(progs_dir); !s.ok()) return s;
+      if (absl::Status s = LoadCut(); !s.ok()) return s;
       return AttachUnixHostProgs();
     }
   }
@@ -254,7 +254,7 @@ absl::Status EgressController::LoadOrOpen() {
     if (absl::Status s = MakeDirs(progs_dir); !s.ok()) return s;
   }
   auto keep_prog = [&](const std::string& name, int prog_fd) {
-    return KeepProg(progs_dir, name, prog_fd);
+    return KeepProg(name, prog_fd);
   };
   for (const HookSpec& h : kHookSpecs) {
     if (h.unix_program != nullptr) continue;
@@ -264,12 +264,12 @@ absl::Status EgressController::LoadOrOpen() {
       return s;
     }
   }
-  if (absl::Status s = LoadUnix(progs_dir); !s.ok()) return s;
-  if (absl::Status s = LoadCut(progs_dir); !s.ok()) return s;
+  if (absl::Status s = LoadUnix(); !s.ok()) return s;
+  if (absl::Status s = LoadCut(); !s.ok()) return s;
   return AttachUnixHostProgs();
 }
 
-absl::Status EgressController::LoadCut(const std::string& progs_dir) {
+absl::Status EgressController::LoadCut() {
   // Reading the kernel's BTF costs a tenth of a second: once per set.
   const bool can_cut =
       host_->CachedProbe("cut", [] {
@@ -285,8 +285,8 @@ absl::Status EgressController::LoadCut(const std::string& progs_dir) {
   }
   // Pinned beside the hooks by the first process of the set; the others
   // only make their own iterator links.
-  const std::string tcp_pin = absl::StrCat(progs_dir, "/", kCutTcpProg);
-  const std::string udp_pin = absl::StrCat(progs_dir, "/", kCutUdpProg);
+  const std::string tcp_pin = host_->pins().EgressProg(build_, kCutTcpProg);
+  const std::string udp_pin = host_->pins().EgressProg(build_, kCutUdpProg);
   const std::string req_pin =
       host_->pinned() ? host_->pins().Map("sf_cut_req") : "";
   auto link_iters = [&](int tcp_fd, int udp_fd, int req_fd) -> absl::Status {
@@ -343,12 +343,12 @@ absl::Status EgressController::LoadCut(const std::string& progs_dir) {
   return link_iters(tcp_fd, udp_fd, req_fd);
 }
 
-absl::Status EgressController::KeepProg(const std::string& progs_dir,
-                                        const std::string& name, int prog_fd) {
+absl::Status EgressController::KeepProg(const std::string& name,
+                                        int prog_fd) {
   UniqueFd fd = DupFd(prog_fd);
   if (!fd) return ErrnoError(errno, absl::StrCat("program ", name));
   if (host_->pinned()) {
-    if (absl::Status s = PinFresh(fd.get(), absl::StrCat(progs_dir, "/", name));
+    if (absl::Status s = PinFresh(fd.get(), host_->pins().EgressProg(build_, name));
         !s.ok()) {
       return s;
     }
@@ -357,10 +357,10 @@ absl::Status EgressController::KeepProg(const std::string& progs_dir,
   return absl::OkStatus();
 }
 
-absl::Status EgressController::LoadUnix(const std::string& progs_dir) {
+absl::Status EgressController::LoadUnix() {
   if (unix_enforcer_ == UnixEnforcer::kNone) return absl::OkStatus();
   auto keep_prog = [&](const std::string& name, int prog_fd) {
-    return KeepProg(progs_dir, name, prog_fd);
+    return KeepProg(name, prog_fd);
   };
   auto keep_maps = [&](bpf_object* obj,
                        absl::Span<const MapSlot> slots) -> absl::Status {

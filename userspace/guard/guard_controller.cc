@@ -114,26 +114,26 @@ constexpr const char* kMapNames[] = {
     "sf_guarded", "sf_glost",     "sf_glevels", "sf_glost_other",
     "sf_grings",  "sf_procnames", "sf_gprot",   "sf_gprotn"};
 
-// Loads one enforcer's object (maps pinned under dir/maps when dir is not
-// empty), fills its /proc name table, and returns the fds of its maps (in
+// Loads one enforcer's object (its maps pinned as the enforcer `key` of
+// pins, when key is not empty), fills its /proc name table, and returns the fds of its maps (in
 // kMapNames order) and programs. Nothing is attached.
 template <typename S>
 absl::Status LoadEnforcer(
-    absl::string_view name, const std::string& dir, std::vector<UniqueFd>* maps,
+    absl::string_view name, const PinLayout& pins, const std::string& key,
+    std::vector<UniqueFd>* maps,
     std::vector<std::pair<std::string, UniqueFd>>* progs) {
   LibbpfLogCapture log;
   Skeleton<S> skel(S::open());
   if (skel == nullptr) {
     return BpfLoadError(errno, absl::StrCat(name, " enforcer: open"), &log);
   }
-  if (!dir.empty()) {
-    if (absl::Status s = MakeDirs(absl::StrCat(dir, "/maps")); !s.ok()) {
+  if (!key.empty()) {
+    if (absl::Status s = MakeDirs(pins.GuardMaps(key)); !s.ok()) {
       return s;
     }
     if (absl::Status s = SetMapPinPaths(skel->obj,
                                         [&](absl::string_view map) {
-                                          return absl::StrCat(dir, "/maps/",
-                                                              map);
+                                          return pins.GuardMap(key, map);
                                         });
         !s.ok()) {
       return s;
@@ -155,8 +155,8 @@ absl::Status LoadEnforcer(
     maps->push_back(std::move(fd));
   }
   if (absl::Status s = FillProcNames((*maps)[5].get()); !s.ok()) return s;
-  if (!dir.empty()) {
-    if (absl::Status s = MakeDirs(absl::StrCat(dir, "/progs")); !s.ok()) {
+  if (!key.empty()) {
+    if (absl::Status s = MakeDirs(pins.GuardProgs(key)); !s.ok()) {
       return s;
     }
   }
@@ -164,9 +164,9 @@ absl::Status LoadEnforcer(
   bpf_object__for_each_program(prog, skel->obj) {
     UniqueFd fd = DupFd(bpf_program__fd(prog));
     if (!fd) return ErrnoError(errno, bpf_program__name(prog));
-    if (!dir.empty()) {
-      if (absl::Status s = PinFresh(
-              fd.get(), absl::StrCat(dir, "/progs/", bpf_program__name(prog)));
+    if (!key.empty()) {
+      if (absl::Status s =
+              PinFresh(fd.get(), pins.GuardProg(key, bpf_program__name(prog)));
           !s.ok()) {
         return s;
       }
@@ -225,20 +225,20 @@ std::string GuardObjectId(Enforcer enforcer) {
       .substr(0, 16);
 }
 
-std::string GuardDirOf(const HostState& host, Enforcer enforcer) {
+// The enforcer's name in the pin layout ("" on a private host).
+std::string GuardKeyOf(const HostState& host, Enforcer enforcer) {
   if (!host.pinned()) return "";
-  return host.pins().GuardDir(
-      absl::StrCat(EnforcerName(enforcer), "-", GuardObjectId(enforcer)));
+  return absl::StrCat(EnforcerName(enforcer), "-", GuardObjectId(enforcer));
 }
 
 }  // namespace
 
-std::string GuardController::Dir() const { return GuardDirOf(*host_, enforcer_); }
+std::string GuardController::Key() const { return GuardKeyOf(*host_, enforcer_); }
 
 bool GuardAttachedOnHost(const HostState& host) {
   if (!host.pinned()) return false;
   for (Enforcer e : {Enforcer::kLsm, Enforcer::kSignal}) {
-    if (!ListPins(absl::StrCat(GuardDirOf(host, e), "/links")).empty()) {
+    if (!ListPins(host.pins().GuardLinks(GuardKeyOf(host, e))).empty()) {
       return true;
     }
   }
@@ -256,7 +256,7 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
   // that governs. One only pinned, idle since its last sandbox, does not.
   if (host->pinned()) {
     for (Enforcer e : {Enforcer::kLsm, Enforcer::kSignal}) {
-      if (ListPins(absl::StrCat(GuardDirOf(*host, e), "/links")).empty()) {
+      if (ListPins(host->pins().GuardLinks(GuardKeyOf(*host, e))).empty()) {
         continue;
       }
       if (mode == GuardMode::kLsm && e != Enforcer::kLsm) {
@@ -265,7 +265,7 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
             "(BPF LSM was unavailable when it was loaded)");
       }
       GuardController guard(host, e);
-      if (absl::Status s = guard.LoadOrOpen(guard.Dir()); !s.ok()) return s;
+      if (absl::Status s = guard.LoadOrOpen(guard.Key()); !s.ok()) return s;
       if (absl::Status s = guard.CreateRing(); !s.ok()) return s;
       return guard;
     }
@@ -276,7 +276,7 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
     absl::Status loaded = host->BpfLsm();
     if (loaded.ok()) {
       GuardController guard(host, Enforcer::kLsm);
-      loaded = guard.LoadOrOpen(guard.Dir());
+      loaded = guard.LoadOrOpen(guard.Key());
       if (loaded.ok()) loaded = guard.CreateRing();
       if (loaded.ok()) return guard;
     }
@@ -289,7 +289,7 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
     fallback = std::string(loaded.message());
   }
   GuardController guard(host, Enforcer::kSignal);
-  absl::Status loaded = guard.LoadOrOpen(guard.Dir());
+  absl::Status loaded = guard.LoadOrOpen(guard.Key());
   if (loaded.ok()) loaded = guard.CreateRing();
   if (!loaded.ok()) {
     if (loaded.code() == absl::StatusCode::kPermissionDenied) return loaded;
@@ -301,20 +301,21 @@ absl::StatusOr<GuardController> GuardController::Create(HostState* host,
   return guard;
 }
 
-absl::Status GuardController::LoadOrOpen(absl::string_view dir_view) {
-  const std::string dir(dir_view);
+absl::Status GuardController::LoadOrOpen(absl::string_view key_view) {
+  const std::string key(key_view);
+  const PinLayout& pins = host_->pins();
   std::vector<UniqueFd> maps;
-  if (!dir.empty() && !ListPins(absl::StrCat(dir, "/progs")).empty()) {
+  if (!key.empty() && !ListPins(pins.GuardProgs(key)).empty()) {
     for (const char* name : kMapNames) {
-      UniqueFd fd(bpf_obj_get(absl::StrCat(dir, "/maps/", name).c_str()));
+      UniqueFd fd(OpenPinned(pins.GuardMap(key, name)));
       if (!fd) {
         return ErrnoError(errno,
                           absl::StrCat("open the host's guard map ", name));
       }
       maps.push_back(std::move(fd));
     }
-    for (const std::string& name : ListPins(absl::StrCat(dir, "/progs"))) {
-      UniqueFd fd(bpf_obj_get(absl::StrCat(dir, "/progs/", name).c_str()));
+    for (const std::string& name : ListPins(pins.GuardProgs(key))) {
+      UniqueFd fd(OpenPinned(pins.GuardProg(key, name)));
       if (!fd) {
         return ErrnoError(errno,
                           absl::StrCat("open the host's guard program ", name));
@@ -324,8 +325,8 @@ absl::Status GuardController::LoadOrOpen(absl::string_view dir_view) {
   } else {
     absl::Status s =
         enforcer_ == Enforcer::kLsm
-            ? LoadEnforcer<sf_guard_lsm>("lsm", dir, &maps, &progs_)
-            : LoadEnforcer<sf_guard_sig>("signal", dir, &maps, &progs_);
+            ? LoadEnforcer<sf_guard_lsm>("lsm", pins, key, &maps, &progs_)
+            : LoadEnforcer<sf_guard_sig>("signal", pins, key, &maps, &progs_);
     if (!s.ok()) return s;
   }
   maps_.guarded = std::move(maps[0]);
@@ -349,7 +350,7 @@ absl::Status GuardController::CreateRing() {
 
 absl::Status GuardController::EnsureAttached() {
   const std::string links =
-      host_->pinned() ? absl::StrCat(Dir(), "/links") : "";
+      host_->pinned() ? host_->pins().GuardLinks(Key()) : "";
   if (host_->pinned()) {
     if (ListPins(links).size() == progs_.size()) return absl::OkStatus();
     if (absl::Status s = MakeDirs(links); !s.ok()) return s;
@@ -359,7 +360,8 @@ absl::Status GuardController::EnsureAttached() {
   LibbpfLogCapture log;
   std::vector<UniqueFd> attached;
   for (const auto& [name, fd] : progs_) {
-    const std::string pin = absl::StrCat(links, "/", name);
+    const std::string pin =
+        host_->pinned() ? host_->pins().GuardLink(Key(), name) : "";
     if (host_->pinned() && ::access(pin.c_str(), F_OK) == 0) continue;
     UniqueFd link(bpf_raw_tracepoint_open(nullptr, fd.get()));
     if (!link) {
@@ -380,8 +382,7 @@ absl::Status GuardController::EnsureAttached() {
 void GuardController::DetachIfUnused() {
   if (!GuardedSandboxes().empty()) return;
   if (host_->pinned()) {
-    const std::string links = absl::StrCat(Dir(), "/links");
-    UnpinDir(links);
+    UnpinDir(host_->pins().GuardLinks(Key()));
   }
   links_.clear();
 }

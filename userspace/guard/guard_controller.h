@@ -130,13 +130,14 @@ class GuardController {
 
   GuardController(HostState* host, Enforcer enforcer)
       : host_(host), enforcer_(enforcer) {}
-  absl::Status LoadOrOpen(absl::string_view dir);
+  absl::Status LoadOrOpen(absl::string_view key);
   absl::Status CreateRing();
   // Attaches the programs if they are not (host lock held).
   absl::Status EnsureAttached();
   void DetachIfUnused();
   absl::Status UpdateLevels();
-  std::string Dir() const;
+  // This enforcer's name in the pin layout ("" on a private host).
+  std::string Key() const;
 
   HostState* host_ = nullptr;
   Enforcer enforcer_ = Enforcer::kOff;

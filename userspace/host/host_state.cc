@@ -163,9 +163,10 @@ absl::StatusOr<std::unique_ptr<HostState>> HostState::Open(
         "pin directory ", h->pin_root_,
         " is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)"));
   }
-  // Pinned state of a layout before sets: refuse rather than mix.
-  if (::access(absl::StrCat(h->pin_root_, "/host").c_str(), F_OK) == 0 ||
-      ::access(absl::StrCat(h->pin_root_, "/maps").c_str(), F_OK) == 0) {
+  // Pinned state of a layout before sets (its host map and maps directory
+  // at the root): refuse rather than mix.
+  if (::access(PinLayout(h->pin_root_).HostMap().c_str(), F_OK) == 0 ||
+      ::access(PinLayout(h->pin_root_).MapsDir().c_str(), F_OK) == 0) {
     return Rejected(absl::StrCat(
         "pinned sandfence state under ", h->pin_root_,
         " is from an older sandfence (no per-build sets); `sandfence daemon "
@@ -425,7 +426,7 @@ bool SetInUse(const PinLayout& set) {
   for (const std::string& name : ListNames(set.LinksDir())) {
     if (name != "host") return true;  // a sandbox's links
   }
-  for (const std::string& enforcer : ListNames(set.set() + "/guard")) {
+  for (const std::string& enforcer : ListNames(set.GuardsDir())) {
     if (!ListNames(set.GuardLinks(enforcer)).empty()) return true;
   }
   return false;

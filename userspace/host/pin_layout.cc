@@ -21,8 +21,13 @@ std::string PinLayout::Map(absl::string_view name) const {
   return absl::StrCat(MapsDir(), "/", name);
 }
 
-std::string PinLayout::Prog(absl::string_view name) const {
-  return absl::StrCat(ProgsDir(), "/", name);
+std::string PinLayout::EgressProgsDir(absl::string_view object) const {
+  return absl::StrCat(ProgsDir(), "/", object);
+}
+
+std::string PinLayout::EgressProg(absl::string_view object,
+                                  absl::string_view name) const {
+  return absl::StrCat(EgressProgsDir(object), "/", name);
 }
 
 std::string PinLayout::HostLink(absl::string_view prog) const {
@@ -39,7 +44,7 @@ std::string PinLayout::SandboxLink(uint64_t cgroup_id,
 }
 
 std::string PinLayout::GuardDir(absl::string_view enforcer) const {
-  return absl::StrCat(Join("guard/"), enforcer);
+  return absl::StrCat(GuardsDir(), "/", enforcer);
 }
 
 std::string PinLayout::GuardMaps(absl::string_view enforcer) const {
@@ -52,6 +57,21 @@ std::string PinLayout::GuardProgs(absl::string_view enforcer) const {
 
 std::string PinLayout::GuardLinks(absl::string_view enforcer) const {
   return absl::StrCat(GuardDir(enforcer), "/links");
+}
+
+std::string PinLayout::GuardMap(absl::string_view enforcer,
+                                absl::string_view name) const {
+  return absl::StrCat(GuardMaps(enforcer), "/", name);
+}
+
+std::string PinLayout::GuardProg(absl::string_view enforcer,
+                                 absl::string_view name) const {
+  return absl::StrCat(GuardProgs(enforcer), "/", name);
+}
+
+std::string PinLayout::GuardLink(absl::string_view enforcer,
+                                 absl::string_view name) const {
+  return absl::StrCat(GuardLinks(enforcer), "/", name);
 }
 
 }  // namespace sandfence

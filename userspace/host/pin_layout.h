@@ -7,7 +7,8 @@
 //     host, drivers                 HostState: ABI, generations, driver slots
 //     facts                         what probes of this kernel found
 //     maps/<map>                    the egress and Unix maps
-//     progs/<prog>                  the egress, Unix and cut programs
+//     progs/<object>/<prog>         the egress, Unix and cut programs (of
+//                                   the egress objects with that hash)
 //     links/host/<prog>             host-wide attachments (while needed)
 //     links/<cgroup id>/<hook>      one sandbox's cgroup attachments
 //     guard/<enforcer>/{maps,progs,links}/<name>   the process guard
@@ -44,16 +45,25 @@ class PinLayout {
   std::string MapsDir() const { return Join("maps"); }
   std::string Map(absl::string_view name) const;
   std::string ProgsDir() const { return Join("progs"); }
-  std::string Prog(absl::string_view name) const;
+  std::string EgressProgsDir(absl::string_view object) const;
+  std::string EgressProg(absl::string_view object,
+                         absl::string_view name) const;
   std::string LinksDir() const { return Join("links"); }
   std::string HostLinksDir() const { return Join("links/host"); }
   std::string HostLink(absl::string_view prog) const;
   std::string SandboxLinksDir(uint64_t cgroup_id) const;
   std::string SandboxLink(uint64_t cgroup_id, absl::string_view hook) const;
+  std::string GuardsDir() const { return Join("guard"); }
   std::string GuardDir(absl::string_view enforcer) const;
   std::string GuardMaps(absl::string_view enforcer) const;
   std::string GuardProgs(absl::string_view enforcer) const;
   std::string GuardLinks(absl::string_view enforcer) const;
+  std::string GuardMap(absl::string_view enforcer,
+                       absl::string_view name) const;
+  std::string GuardProg(absl::string_view enforcer,
+                        absl::string_view name) const;
+  std::string GuardLink(absl::string_view enforcer,
+                        absl::string_view name) const;
 
  private:
   std::string Join(absl::string_view relative) const;
