@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/exit_codes.h"
 #include "common/ip.h"
 #include "compile/compiled_policy.h"
 #include "policy/rollout_endpoints.h"
@@ -28,11 +29,6 @@
 #include "sandfence/v1/policy.pb.h"
 
 namespace sandfence {
-
-// EX_NOINPUT: the policy file cannot be opened or read.
-inline constexpr int kExitNoInput = 66;
-// EX_CANTCREAT: an output file (--events-out) cannot be created.
-inline constexpr int kExitCantCreate = 73;
 
 class FlagParser {
  public:

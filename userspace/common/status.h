@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "common/exit_codes.h"
 
 namespace sandfence {
 
@@ -60,15 +61,7 @@ std::optional<RefusalSubject> SubjectOf(const absl::Status& status);
 // the call site that knows what the errno means may turn it into one.
 absl::Status ErrnoError(int err, absl::string_view what);
 
-// sysexits(3) codes for the command line.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitUsage = 64;
-inline constexpr int kExitDataErr = 65;
-inline constexpr int kExitSoftware = 70;
-inline constexpr int kExitTempFail = 75;
-inline constexpr int kExitNoPerm = 77;
-inline constexpr int kExitConfig = 78;
-
+// The sysexits(3) code (common/exit_codes.h) of a status's refusal class.
 int ExitCodeFor(const absl::Status& status);
 
 }  // namespace sandfence

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,28 @@ struct RolloutManager::Rollout {
   const std::string& id() const { return state.request().rollout_id(); }
   uint64_t cgroup_id() const { return state.response().cgroup_id(); }
   bool open() const { return started && start_status.ok() && !ended; }
+};
+
+class RolloutManager::OpenRollout {
+ public:
+  // Takes the rollout's lock (FindOpen then checks that it is open).
+  explicit OpenRollout(std::shared_ptr<Rollout> rollout)
+      : rollout_(std::move(rollout)) {
+    rollout_->mu.Lock();
+  }
+  // The moved-from one holds nothing, and unlocks nothing.
+  OpenRollout(OpenRollout&& other) = default;
+  OpenRollout& operator=(OpenRollout&& other) = delete;
+  ~OpenRollout() {
+    if (rollout_) rollout_->mu.Unlock();
+  }
+
+  Rollout* operator->() const { return rollout_.get(); }
+  Rollout& operator*() const { return *rollout_; }
+  const std::shared_ptr<Rollout>& shared() const { return rollout_; }
+
+ private:
+  std::shared_ptr<Rollout> rollout_;
 };
 
 namespace rollout_internal {

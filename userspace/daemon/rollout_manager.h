@@ -160,8 +160,6 @@ class RolloutManager {
   // `path` (daemon/entry_supervisor.h) and answers their calls by each
   // rollout's phase. Once, after AdoptAndStart, before serving.
   absl::Status ServeSupervision(const std::string& path);
-  // Listeners held for the rollout: its entered processes' calls.
-  size_t SupervisedListeners(const std::string& rollout_id) const;
 
   // Calls `sink` (on the event thread) with every network decision of the
   // rollout until Unwatch; the sink must not block.
@@ -194,6 +192,9 @@ class RolloutManager {
 
  private:
   struct Rollout;
+  // An open rollout, held under its lock while this lives
+  // (rollout_internal.h).
+  class OpenRollout;
 
   RolloutManager(ManagerOptions options,
                  std::unique_ptr<HostEnforcement> enforcement,
@@ -216,6 +217,9 @@ class RolloutManager {
   absl::Status Adopt(v1::RolloutState state);
   void AdoptUnowned(const OrphanSandbox& orphan);
   std::shared_ptr<Rollout> Find(const std::string& rollout_id);
+  // The rollout, locked, if it is open; else NotFound ("no open rollout"),
+  // also for one that ended (or failed to start) while its lock was awaited.
+  absl::StatusOr<OpenRollout> FindOpen(const std::string& rollout_id);
   absl::StatusOr<v1::RolloutRecord> MergedRecord(const Rollout& rollout);
   void EventLoop();
   void ReapRuns();

@@ -32,11 +32,6 @@ absl::Status RolloutManager::ServeSupervision(const std::string& path) {
   return Protect(path);
 }
 
-size_t RolloutManager::SupervisedListeners(
-    const std::string& rollout_id) const {
-  return supervision_ ? supervision_->ListenerCount(rollout_id) : 0;
-}
-
 absl::StatusOr<std::string> RolloutManager::AdmitEntry(
     const std::string& rollout_id, pid_t caller) {
   if (absl::Status s = ValidateRolloutId(rollout_id); !s.ok()) return s;
@@ -47,16 +42,9 @@ absl::StatusOr<std::string> RolloutManager::AdmitEntry(
     return absl::PermissionDeniedError(
         "sandfence refuses calls from inside a sandbox");
   }
-  std::shared_ptr<Rollout> r = Find(rollout_id);
-  if (r == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("no open rollout \"", rollout_id, "\""));
-  }
-  absl::MutexLock rl(&r->mu);
-  if (!r->open()) {
-    return absl::NotFoundError(
-        absl::StrCat("no open rollout \"", rollout_id, "\""));
-  }
+  absl::StatusOr<OpenRollout> open = FindOpen(rollout_id);
+  if (!open.ok()) return open.status();
+  OpenRollout& r = *open;
   // As EnterRollout: a rollout without a guard confines nobody.
   if (r->sandbox->guard_mode() == GuardMode::kOff) {
     return Rejected(
@@ -66,11 +54,9 @@ absl::StatusOr<std::string> RolloutManager::AdmitEntry(
 }
 
 void RolloutManager::EntryAdmitted(const std::string& rollout_id) {
-  std::shared_ptr<Rollout> r = Find(rollout_id);
-  if (r == nullptr) return;
-  absl::MutexLock rl(&r->mu);
-  if (!r->open()) return;
-  Sandbox& sb = *r->sandbox;
+  absl::StatusOr<OpenRollout> open = FindOpen(rollout_id);
+  if (!open.ok()) return;
+  Sandbox& sb = *(*open)->sandbox;
   // A cgroup the daemon made (empty, then entered through `enter`, each
   // process confined and supervised): its Unix paths are brokered, and
   // where Landlock scopes abstract sockets (ABI 6+) its abstract names are
@@ -96,14 +82,12 @@ void RolloutManager::EntryAdmitted(const std::string& rollout_id) {
 absl::Status RolloutManager::AnswerEntered(
     const std::string& rollout_id, uint64_t home_mount_ns,
     confine::SocketSupervisor& supervisor) {
-  std::shared_ptr<Rollout> r = Find(rollout_id);
-  std::optional<absl::MutexLock> rl;
-  if (r != nullptr) rl.emplace(&r->mu);
-  if (r == nullptr || !r->open()) {
+  absl::StatusOr<OpenRollout> open = FindOpen(rollout_id);
+  if (!open.ok()) {
     // Ending: refused, as the closed listener will refuse the next one.
     return supervisor.AnswerOne(/*restricted=*/true).status();
   }
-  Sandbox& sb = *r->sandbox;
+  Sandbox& sb = *(*open)->sandbox;
   const CompiledPhase& phase = sb.current_phase();
   const std::optional<sf_verdict> verdict = SocketFamilyVerdict(phase);
   const bool brokered = enforcement_->CanBrokerUnix() &&

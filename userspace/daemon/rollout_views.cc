@@ -166,16 +166,9 @@ v1::HealthResponse RolloutManager::Health() {
 absl::StatusOr<uint64_t> RolloutManager::Watch(const std::string& rollout_id,
                                                EventSink sink) {
   if (absl::Status s = ValidateRolloutId(rollout_id); !s.ok()) return s;
-  std::shared_ptr<Rollout> r = Find(rollout_id);
-  if (r == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("no open rollout \"", rollout_id, "\""));
-  }
-  absl::MutexLock rl(&r->mu);
-  if (!r->open()) {
-    return absl::NotFoundError(
-        absl::StrCat("no open rollout \"", rollout_id, "\""));
-  }
+  absl::StatusOr<OpenRollout> open = FindOpen(rollout_id);
+  if (!open.ok()) return open.status();
+  OpenRollout& r = *open;
   const uint64_t listener = r->sandbox->AddListener(SandboxListener{
       [this, sink, rollout_id](const NetEvent& e) {
         v1::RolloutEvent out;
@@ -196,7 +189,7 @@ absl::StatusOr<uint64_t> RolloutManager::Watch(const std::string& rollout_id,
       nullptr});
   absl::MutexLock lock(&watch_mu_);
   const uint64_t id = next_watch_id_++;
-  watches_[id] = WatchEntry{r, listener};
+  watches_[id] = WatchEntry{r.shared(), listener};
   return id;
 }
 

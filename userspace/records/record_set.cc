@@ -6,13 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/exit_codes.h"
 #include "common/status.h"
 #include "records/journal.h"
 
 namespace sandfence {
 namespace {
-
-constexpr int kExitNoInput = 66;  // sysexits EX_NOINPUT
 
 void AddOnce(const std::string& name, std::vector<std::string>* names) {
   if (std::find(names->begin(), names->end(), name) == names->end()) {

@@ -1,6 +1,7 @@
 #include "records/show_command.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
 #include "common/status.h"
 #include "records/journal.h"
 #include "records/report.h"
@@ -8,8 +9,6 @@
 
 namespace sandfence {
 namespace {
-
-constexpr int kExitNoInput = 66;  // sysexits EX_NOINPUT
 
 constexpr char kUsage[] =
     "usage: sandfence records show PATH [--json]\n"
