@@ -1,13 +1,6 @@
 // `sandfence check` end to end: the built binary runs as a child process,
 // names are resolved by a real dnsmasq on loopback (never anything else),
 // and each case checks the exit status and what the user reads.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -19,9 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/dns_server.h"
+#include "support/sandfence_cli.h"
 #include "support/test_files.h"
-
-extern char** environ;
 
 namespace sandfence {
 namespace {
@@ -30,72 +22,6 @@ using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadAll(int fd) {
-  std::string s;
-  char buf[4096];
-  lseek(fd, 0, SEEK_SET);
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) s.append(buf, n);
-  return s;
-}
-
-// Runs the built binary with `args`, stdout and stderr into files (no pipe
-// to drain, so no deadlock whatever the output size).
-Outcome RunSandfence(const std::vector<std::string>& args) {
-  Outcome run;
-  absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
-  EXPECT_TRUE(dir.ok()) << dir.status();
-  if (!dir.ok()) return run;
-  std::string out_path = dir->Path("stdout");
-  std::string err_path = dir->Path("stderr");
-
-  std::string binary = BinaryPath("userspace/cli/sandfence");
-  std::vector<std::string> argv_storage = {binary};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(),
-                       environ);
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0) << "cannot run " << binary << ": " << std::strerror(rc);
-  if (rc != 0) return run;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  EXPECT_TRUE(WIFEXITED(status)) << binary << " did not exit normally";
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  for (auto [path, target] :
-       {std::pair{out_path, &run.out}, std::pair{err_path, &run.err}}) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      *target = ReadAll(fd);
-      close(fd);
-    }
-  }
-  return run;
-}
-
-std::ostream& operator<<(std::ostream& os, const Outcome& run) {
-  return os << "exit " << run.exit_code << "\n--- stdout\n"
-            << run.out << "--- stderr\n"
-            << run.err;
-}
 
 std::string Policy(const char* name) {
   return SourcePath(absl::StrCat("policies/", name));
@@ -119,10 +45,10 @@ class CheckCli : public ::testing::Test {
 
   // Every run names the loopback test server: `check` never asks the
   // host's resolver in these tests.
-  Outcome Check(std::vector<std::string> args) {
+  CliRun Check(std::vector<std::string> args) {
     std::vector<std::string> full = {"check", "--resolver", resolver_};
     full.insert(full.end(), args.begin(), args.end());
-    Outcome run = RunSandfence(full);
+    CliRun run = RunSandfence(full);
     if (HasFailure() && dns_ != nullptr) {
       ADD_FAILURE() << "dnsmasq log:\n" << dns_->log();
     }
@@ -134,8 +60,8 @@ class CheckCli : public ::testing::Test {
 };
 
 TEST_F(CheckCli, ModelOnlyPrintsTheModelRule) {
-  Outcome run = Check({Policy("model_only.textproto"), "--model",
-                       "http://model.internal:8000/v1"});
+  CliRun run = Check({Policy("model_only.textproto"), "--model",
+                      "http://model.internal:8000/v1"});
   ASSERT_EQ(run.exit_code, 0) << run;
   EXPECT_THAT(run.out, ContainsRegex("\nagent  allow tcp 10\\.1\\.2\\.3:8000 +"
                                      "model\\.internal\n"))
@@ -158,7 +84,7 @@ TEST_F(CheckCli, AnAuditOnlyPolicySaysSoFirst) {
   std::ofstream(file) << "name: \"audit\" enforce: AUDIT\n"
                          "phase { name: \"agent\" network_access: MODEL_ONLY\n"
                          "        dns { mode: NONE } }\n";
-  Outcome run = Check({file, "--model", "http://model.internal:8000/v1"});
+  CliRun run = Check({file, "--model", "http://model.internal:8000/v1"});
   ASSERT_EQ(run.exit_code, 0) << run;
   const std::vector<std::string> lines = absl::StrSplit(run.out, '\n');
   ASSERT_GE(lines.size(), 2u) << run;
@@ -171,7 +97,7 @@ TEST_F(CheckCli, AnAuditOnlyPolicySaysSoFirst) {
   std::ofstream(file) << "name: \"audit\" enforce: AUDIT\n"
                          "phase { name: \"agent\" network_access: MODEL_ONLY\n"
                          "        enforce: ENFORCE dns { mode: NONE } }\n";
-  Outcome bad = Check({file, "--model", "http://model.internal:8000/v1"});
+  CliRun bad = Check({file, "--model", "http://model.internal:8000/v1"});
   EXPECT_EQ(bad.exit_code, 65) << bad;
   EXPECT_THAT(bad.err, HasSubstr("phase \"agent\": enforce: ENFORCE "
                                  "contradicts the policy's enforce: AUDIT"))
@@ -179,8 +105,8 @@ TEST_F(CheckCli, AnAuditOnlyPolicySaysSoFirst) {
 }
 
 TEST_F(CheckCli, OwnNetnsPrintsExactlyTheModelRuleAndTheDroppedResolver) {
-  Outcome run = Check({Policy("model_only.textproto"), "--own-netns", "--model",
-                       "http://model.internal:8000/v1"});
+  CliRun run = Check({Policy("model_only.textproto"), "--own-netns", "--model",
+                      "http://model.internal:8000/v1"});
   ASSERT_EQ(run.exit_code, 0) << run;
   EXPECT_THAT(run.out, HasSubstr("\nagent  allow tcp 10.1.2.3:8000  "
                                  "model.internal\n"))
@@ -192,8 +118,8 @@ TEST_F(CheckCli, OwnNetnsPrintsExactlyTheModelRuleAndTheDroppedResolver) {
 }
 
 TEST_F(CheckCli, EveryAddressOfANameGetsARule) {
-  Outcome run = Check({"--network-access", "model_only", "--model",
-                       "https://Model6.Internal./v1"});
+  CliRun run = Check({"--network-access", "model_only", "--model",
+                      "https://Model6.Internal./v1"});
   ASSERT_EQ(run.exit_code, 0) << run;
   EXPECT_THAT(run.out, AllOf(ContainsRegex("allow tcp 10\\.1\\.2\\.4:443 +"
                                            "model6\\.internal"),
@@ -203,10 +129,10 @@ TEST_F(CheckCli, EveryAddressOfANameGetsARule) {
 }
 
 TEST_F(CheckCli, ModelAndToolsKeepsToolsAndExtraRules) {
-  Outcome run = Check({"--network-access", "model_and_tools", "--model",
-                       "http://model.internal:8000", "--tool",
-                       "search=https://search.internal", "--tool",
-                       "http://nx.internal", "--allow", "[fd00::/8]:443/udp"});
+  CliRun run = Check({"--network-access", "model_and_tools", "--model",
+                      "http://model.internal:8000", "--tool",
+                      "search=https://search.internal", "--tool",
+                      "http://nx.internal", "--allow", "[fd00::/8]:443/udp"});
   ASSERT_EQ(run.exit_code, 0) << run;
   EXPECT_THAT(
       run.out,
@@ -229,8 +155,8 @@ TEST_F(CheckCli, ToolWildcardShowsItsNameRule) {
       "phase { name: \"agent\" network_access: MODEL_AND_TOOLS "
       "dns { mode: FILTERED } }\n");
   ASSERT_TRUE(filtered.ok());
-  Outcome run = Check({*filtered, "--model", "http://model.internal:8000/v1",
-                       "--tool", "cdn=https://*.CDN.Internal:8443/mcp"});
+  CliRun run = Check({*filtered, "--model", "http://model.internal:8000/v1",
+                      "--tool", "cdn=https://*.CDN.Internal:8443/mcp"});
   ASSERT_EQ(run.exit_code, 0) << run;
   EXPECT_THAT(run.out, ContainsRegex("name +\\*\\.cdn\\.internal +tcp:8443 +"
                                      "tool:cdn"))
@@ -252,8 +178,8 @@ TEST_F(CheckCli, ToolWildcardShowsItsNameRule) {
 }
 
 TEST_F(CheckCli, JsonCarriesTheSameRules) {
-  Outcome run = Check({Policy("model_only.textproto"), "--model",
-                       "http://model.internal:8000/v1", "--json"});
+  CliRun run = Check({Policy("model_only.textproto"), "--model",
+                      "http://model.internal:8000/v1", "--json"});
   ASSERT_EQ(run.exit_code, 0) << run;
   EXPECT_THAT(run.out,
               AllOf(HasSubstr("\"policy\": \"model-only\""),
@@ -265,7 +191,7 @@ TEST_F(CheckCli, JsonCarriesTheSameRules) {
 }
 
 TEST_F(CheckCli, PhaseSelectsOnePhase) {
-  Outcome run = Check({Policy("phased.textproto"), "--phase", "setup"});
+  CliRun run = Check({Policy("phased.textproto"), "--phase", "setup"});
   ASSERT_EQ(run.exit_code, 0) << run;
   EXPECT_THAT(run.out, AllOf(HasSubstr("setup  mode inherit (no restrictions)"),
                              Not(HasSubstr("agent"))))
@@ -275,9 +201,9 @@ TEST_F(CheckCli, PhaseSelectsOnePhase) {
 // --- refusals: exit 78, a message naming the phase, field and value ---
 
 TEST_F(CheckCli, RequiredToolInModelOnlyIsRejected) {
-  Outcome run = Check({Policy("model_only.textproto"), "--model",
-                       "http://model.internal:8000/v1", "--required-tool",
-                       "search=https://search.internal"});
+  CliRun run = Check({Policy("model_only.textproto"), "--model",
+                      "http://model.internal:8000/v1", "--required-tool",
+                      "search=https://search.internal"});
   EXPECT_EQ(run.exit_code, 78) << run;
   EXPECT_THAT(run.err,
               HasSubstr("sandfence check: rejected: phase \"agent\": tool "
@@ -288,8 +214,8 @@ TEST_F(CheckCli, RequiredToolInModelOnlyIsRejected) {
 }
 
 TEST_F(CheckCli, ModelThatDoesNotExistIsRejected) {
-  Outcome run = Check({Policy("model_only.textproto"), "--model",
-                       "http://nx.internal:8000/v1"});
+  CliRun run = Check({Policy("model_only.textproto"), "--model",
+                      "http://nx.internal:8000/v1"});
   EXPECT_EQ(run.exit_code, 78) << run;
   EXPECT_THAT(run.err, HasSubstr("phase \"agent\": model "
                                  "\"http://nx.internal:8000/v1\": name "
@@ -298,15 +224,15 @@ TEST_F(CheckCli, ModelThatDoesNotExistIsRejected) {
 }
 
 TEST_F(CheckCli, ModelWithoutAddressRecordsIsRejected) {
-  Outcome run = Check(
+  CliRun run = Check(
       {Policy("model_only.textproto"), "--model", "http://empty.internal/"});
   EXPECT_EQ(run.exit_code, 78) << run;
   EXPECT_THAT(run.err, HasSubstr("model \"http://empty.internal/\"")) << run;
 }
 
 TEST_F(CheckCli, LoopbackModelFromAnOwnNetnsIsRejected) {
-  Outcome run = Check({Policy("model_only.textproto"), "--own-netns", "--model",
-                       "http://loop.internal:8000"});
+  CliRun run = Check({Policy("model_only.textproto"), "--own-netns", "--model",
+                      "http://loop.internal:8000"});
   EXPECT_EQ(run.exit_code, 78) << run;
   EXPECT_THAT(run.err, HasSubstr("model \"http://loop.internal:8000\" cannot "
                                  "be reached: \"loop.internal\" resolves only "
@@ -316,8 +242,8 @@ TEST_F(CheckCli, LoopbackModelFromAnOwnNetnsIsRejected) {
 }
 
 TEST_F(CheckCli, BorrowedSandboxIsRejectedUnlessInherit) {
-  Outcome run = Check({Policy("model_only.textproto"), "--borrowed", "--model",
-                       "http://model.internal:8000"});
+  CliRun run = Check({Policy("model_only.textproto"), "--borrowed", "--model",
+                      "http://model.internal:8000"});
   EXPECT_EQ(run.exit_code, 78) << run;
   EXPECT_THAT(run.err, HasSubstr("network_access model_only cannot be "
                                  "enforced on a borrowed sandbox"))
@@ -327,7 +253,7 @@ TEST_F(CheckCli, BorrowedSandboxIsRejectedUnlessInherit) {
 }
 
 TEST_F(CheckCli, RestrictedModeWithoutModelIsRejected) {
-  Outcome run = Check({Policy("model_only.textproto")});
+  CliRun run = Check({Policy("model_only.textproto")});
   EXPECT_EQ(run.exit_code, 78) << run;
   EXPECT_THAT(run.err, HasSubstr("needs the model server's endpoint, and none "
                                  "is given"))
@@ -335,7 +261,7 @@ TEST_F(CheckCli, RestrictedModeWithoutModelIsRejected) {
 }
 
 TEST_F(CheckCli, RefusalAsJson) {
-  Outcome run = Check({Policy("model_only.textproto"), "--json"});
+  CliRun run = Check({Policy("model_only.textproto"), "--json"});
   EXPECT_EQ(run.exit_code, 78) << run;
   EXPECT_THAT(run.out, HasSubstr("{\"error\": {\"refusal\": \"rejected\", "
                                  "\"message\": \"phase \\\"agent\\\":"))
@@ -348,9 +274,9 @@ TEST_F(CheckCli, DnsTimeoutIsUnavailable) {
   absl::StatusOr<std::unique_ptr<TestSilentDnsServer>> silent =
       TestSilentDnsServer::Start();
   ASSERT_TRUE(silent.ok()) << silent.status();
-  Outcome run = RunSandfence({"check", Policy("model_only.textproto"),
-                              "--resolver", (*silent)->address().ToString(),
-                              "--model", "http://model.internal:8000"});
+  CliRun run = RunSandfence({"check", Policy("model_only.textproto"),
+                             "--resolver", (*silent)->address().ToString(),
+                             "--model", "http://model.internal:8000"});
   EXPECT_EQ(run.exit_code, 75) << run;
   EXPECT_THAT(run.err, AllOf(HasSubstr("sandfence check: unavailable: phase "
                                        "\"agent\": model "
@@ -362,9 +288,9 @@ TEST_F(CheckCli, DnsTimeoutIsUnavailable) {
 TEST_F(CheckCli, NoDnsServerListeningIsUnavailable) {
   absl::StatusOr<uint16_t> port = PickFreeLoopbackPort();
   ASSERT_TRUE(port.ok()) << port.status();
-  Outcome run = RunSandfence({"check", Policy("model_only.textproto"),
-                              "--resolver", absl::StrCat("127.0.0.1:", *port),
-                              "--model", "http://model.internal:8000"});
+  CliRun run = RunSandfence({"check", Policy("model_only.textproto"),
+                             "--resolver", absl::StrCat("127.0.0.1:", *port),
+                             "--model", "http://model.internal:8000"});
   EXPECT_EQ(run.exit_code, 75) << run;
   EXPECT_THAT(run.err, HasSubstr("model \"http://model.internal:8000\""))
       << run;
@@ -380,7 +306,7 @@ TEST_F(CheckCli, UnknownFieldIsMalformedWithLineAndColumn) {
       "name: \"typo\"\nphase {\n  name: \"agent\"\n  network_acess: "
       "MODEL_ONLY\n}\n");
   ASSERT_TRUE(path.ok()) << path.status();
-  Outcome run = Check({*path});
+  CliRun run = Check({*path});
   EXPECT_EQ(run.exit_code, 65) << run;
   EXPECT_THAT(run.err, HasSubstr(absl::StrCat(
                            "sandfence check: malformed: ", *path,
@@ -395,7 +321,7 @@ TEST_F(CheckCli, UnknownModeIsMalformedAndListsTheModes) {
   absl::StatusOr<std::string> path = dir->WriteFile(
       "mode.textproto", "phase { name: \"agent\" network_access: OPEN }\n");
   ASSERT_TRUE(path.ok()) << path.status();
-  Outcome run = Check({*path});
+  CliRun run = Check({*path});
   EXPECT_EQ(run.exit_code, 65) << run;
   EXPECT_THAT(run.err,
               AllOf(HasSubstr("mode.textproto:1:39: "), HasSubstr("\"OPEN\""),
@@ -410,7 +336,7 @@ TEST_F(CheckCli, UnsetModeAndBadUrlInAFileAreMalformed) {
   absl::StatusOr<std::string> unset =
       dir->WriteFile("unset.textproto", "phase { name: \"agent\" }\n");
   ASSERT_TRUE(unset.ok());
-  Outcome run = Check({*unset});
+  CliRun run = Check({*unset});
   EXPECT_EQ(run.exit_code, 65) << run;
   EXPECT_THAT(run.err, HasSubstr("phase \"agent\": network_access is not set"))
       << run;
@@ -450,14 +376,14 @@ TEST_F(CheckCli, UsageErrorsNameTheFlagAndValue) {
             "agent, verify)"},
            {{Policy("inherit.textproto"), "--", "/bin/true"}, "sandfence run"},
        }) {
-    Outcome run = Check(row.args);
+    CliRun run = Check(row.args);
     EXPECT_EQ(run.exit_code, 64) << run;
     EXPECT_THAT(run.err, HasSubstr(row.message_part)) << run;
   }
 }
 
 TEST_F(CheckCli, MissingPolicyFileIsNoInput) {
-  Outcome run = Check({"/nonexistent/policy.textproto"});
+  CliRun run = Check({"/nonexistent/policy.textproto"});
   EXPECT_EQ(run.exit_code, 66) << run;
   EXPECT_THAT(run.err, HasSubstr("cannot open policy file "
                                  "\"/nonexistent/policy.textproto\""))
@@ -465,7 +391,7 @@ TEST_F(CheckCli, MissingPolicyFileIsNoInput) {
 }
 
 TEST_F(CheckCli, HelpListsTheFlags) {
-  Outcome run = RunSandfence({"check", "--help"});
+  CliRun run = RunSandfence({"check", "--help"});
   EXPECT_EQ(run.exit_code, 0) << run;
   EXPECT_THAT(run.out, AllOf(HasSubstr("usage: sandfence check"),
                              HasSubstr("--required-tool"), HasSubstr("--json")))

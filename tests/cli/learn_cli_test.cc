@@ -3,14 +3,6 @@
 // written by the real recorder; names resolve through a dnsmasq on loopback
 // (never anything else). What suggest prints is checked as it is, against
 // the records it came from.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,10 +14,9 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "support/dns_server.h"
+#include "support/sandfence_cli.h"
 #include "support/test_files.h"
 #include "tests/records/learn_records.h"
-
-extern char** environ;
 
 namespace sandfence {
 namespace {
@@ -33,58 +24,6 @@ namespace {
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::ostream& operator<<(std::ostream& os, const Outcome& run) {
-  return os << "exit " << run.exit_code << "\n--- stdout\n"
-            << run.out << "--- stderr\n"
-            << run.err;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Runs the built binary with `args`, stdout and stderr into files.
-Outcome RunSandfence(const std::vector<std::string>& args,
-                     const ScopedTempDir& dir) {
-  Outcome run;
-  const std::string out_path = dir.Path("stdout");
-  const std::string err_path = dir.Path("stderr");
-  const std::string binary = BinaryPath("userspace/cli/sandfence");
-  std::vector<std::string> argv_storage = {binary};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(),
-                       environ);
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0) << "cannot run " << binary << ": " << std::strerror(rc);
-  if (rc != 0) return run;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  EXPECT_TRUE(WIFEXITED(status)) << binary << " did not exit normally";
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = Slurp(out_path);
-  run.err = Slurp(err_path);
-  return run;
-}
 
 // `text` without the lines that contain `needle`.
 std::string WithoutLines(const std::string& text, const std::string& needle) {
@@ -113,15 +52,12 @@ class LearnCli : public ::testing::Test {
     ASSERT_TRUE(testing::RecordThreeHosts(record_).ok());
   }
 
-  Outcome Run(const std::vector<std::string>& args) {
-    return RunSandfence(args, *dir_);
-  }
   // `check --resolver <the test's dnsmasq> ARGS...`.
-  Outcome Check(std::vector<std::string> args) {
+  CliRun Check(std::vector<std::string> args) {
     std::vector<std::string> full = {"check", "--resolver",
                                      dns_->address().ToString()};
     full.insert(full.end(), args.begin(), args.end());
-    return Run(full);
+    return RunSandfence(full);
   }
   std::string Write(const std::string& name, const std::string& text) {
     absl::StatusOr<std::string> path = dir_->WriteFile(name, text);
@@ -135,11 +71,11 @@ class LearnCli : public ::testing::Test {
 };
 
 TEST_F(LearnCli, SuggestedPolicyDeniesNothingAndOneHostFewerDeniesThatHost) {
-  Outcome suggest = Run({"records", "suggest", record_});
+  CliRun suggest = RunSandfence({"records", "suggest", record_});
   ASSERT_EQ(suggest.exit_code, 0) << suggest;
   const std::string policy = Write("suggested.textproto", suggest.out);
 
-  Outcome all = Check({policy, "--against", record_});
+  CliRun all = Check({policy, "--against", record_});
   EXPECT_EQ(all.exit_code, 0) << all;
   EXPECT_THAT(all.out, HasSubstr("\nwould deny: nothing\n")) << all;
   EXPECT_THAT(all.out, HasSubstr("summary: would deny 0 of 18 network attempts "
@@ -149,7 +85,7 @@ TEST_F(LearnCli, SuggestedPolicyDeniesNothingAndOneHostFewerDeniesThatHost) {
   // The allow rule of b.test (and its comment) taken out.
   const std::string fewer =
       Write("fewer.textproto", WithoutLines(suggest.out, "b.test"));
-  Outcome one = Check({fewer, "--against", record_});
+  CliRun one = Check({fewer, "--against", record_});
   EXPECT_EQ(one.exit_code, 1) << one;
   EXPECT_THAT(one.out, HasSubstr("would deny:\n")) << one;
   EXPECT_THAT(
@@ -166,7 +102,7 @@ TEST_F(LearnCli, SuggestedPolicyDeniesNothingAndOneHostFewerDeniesThatHost) {
                                  "and 2 of 7 DNS queries\n"))
       << one;
 
-  Outcome json = Check({fewer, "--json", "--against", record_});
+  CliRun json = Check({fewer, "--json", "--against", record_});
   EXPECT_EQ(json.exit_code, 1) << json;
   EXPECT_THAT(json.out,
               HasSubstr("{\"phase\": \"agent\", \"kind\": \"tcp\", "
@@ -187,12 +123,12 @@ TEST_F(LearnCli, SuggestedPolicyDeniesNothingAndOneHostFewerDeniesThatHost) {
 TEST_F(LearnCli, SeveralRecordsFollowTheFlag) {
   const std::string second = dir_->Path("again.sfrec");
   ASSERT_TRUE(testing::RecordThreeHosts(second).ok());
-  Outcome suggest = Run({"records", "suggest", record_, second});
+  CliRun suggest = RunSandfence({"records", "suggest", record_, second});
   ASSERT_EQ(suggest.exit_code, 0) << suggest;
   EXPECT_THAT(suggest.out, HasSubstr("b.test: 4 attempts [1] [2]")) << suggest;
   const std::string fewer =
       Write("fewer.textproto", WithoutLines(suggest.out, "b.test"));
-  Outcome run = Check({fewer, "--against", record_, second});
+  CliRun run = Check({fewer, "--against", record_, second});
   EXPECT_EQ(run.exit_code, 1) << run;
   EXPECT_THAT(run.out,
               ContainsRegex("127\\.0\\.0\\.4:80 +4 +\\[1\\] \\[2\\] +no rule"))
@@ -229,11 +165,12 @@ TEST_F(LearnCli, BadRecordsAndPhasesAreNamed) {
        "have: agent)"},
   };
   for (const Row& row : rows) {
-    Outcome run = Check(row.args);
+    CliRun run = Check(row.args);
     EXPECT_EQ(run.exit_code, row.exit_code) << row.name << "\n" << run;
     EXPECT_THAT(run.err, HasSubstr(row.says)) << row.name << "\n" << run;
   }
-  Outcome suggest = Run({"records", "suggest", record_, "--phase", "verify"});
+  CliRun suggest =
+      RunSandfence({"records", "suggest", record_, "--phase", "verify"});
   EXPECT_EQ(suggest.exit_code, 64) << suggest;
   EXPECT_THAT(suggest.err, HasSubstr("--phase \"verify\": no record has that "
                                      "phase (they have: agent)"))

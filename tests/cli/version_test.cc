@@ -4,13 +4,6 @@
 // runs RolloutManager over the fake enforcement (no root, no BPF).
 #include "sandfence/version.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,9 +14,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sandbox/fake_enforcement.h"
+#include "support/sandfence_cli.h"
 #include "support/test_files.h"
-
-extern char** environ;
 
 namespace sandfence::testing {
 namespace {
@@ -31,62 +23,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::string s;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return s;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) s.append(buf, n);
-  ::close(fd);
-  return s;
-}
-
-// Runs the built binary with args; stdout and stderr go to files.
-Outcome RunSandfence(const std::vector<std::string>& args) {
-  Outcome run;
-  absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
-  EXPECT_TRUE(dir.ok()) << dir.status();
-  if (!dir.ok()) return run;
-  const std::string out_path = dir->Path("stdout");
-  const std::string err_path = dir->Path("stderr");
-  std::string binary = BinaryPath("userspace/cli/sandfence");
-  std::vector<std::string> storage = {binary};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(),
-                       environ);
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0) << "cannot run " << binary << ": " << std::strerror(rc);
-  if (rc != 0) return run;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = ReadFile(out_path);
-  run.err = ReadFile(err_path);
-  return run;
-}
-
 // The version the built binary prints ("" when it cannot be read).
 std::string BinaryVersion() {
-  Outcome run = RunSandfence({"--version"});
+  CliRun run = RunSandfence({"--version"});
   absl::string_view out = run.out;
   if (run.exit_code != 0 || !absl::ConsumePrefix(&out, "sandfence ") ||
       !absl::ConsumeSuffix(&out, "\n")) {
@@ -98,7 +37,7 @@ std::string BinaryVersion() {
 }
 
 TEST(VersionTest, DashDashVersionPrintsTheVersionAndExitsZero) {
-  Outcome run = RunSandfence({"--version"});
+  CliRun run = RunSandfence({"--version"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, std::string("sandfence ") + SANDFENCE_VERSION + "\n");
   EXPECT_EQ(run.err, "");
@@ -111,17 +50,17 @@ TEST(VersionTest, DashDashVersionPrintsTheVersionAndExitsZero) {
 }
 
 TEST(VersionTest, VersionCommandPrintsTheSame) {
-  Outcome flag = RunSandfence({"--version"});
-  Outcome command = RunSandfence({"version"});
+  CliRun flag = RunSandfence({"--version"});
+  CliRun command = RunSandfence({"version"});
   EXPECT_EQ(command.exit_code, 0) << command.err;
   EXPECT_EQ(command.out, flag.out);
-  Outcome help = RunSandfence({"version", "--help"});
+  CliRun help = RunSandfence({"version", "--help"});
   EXPECT_EQ(help.exit_code, 0) << help.err;
   EXPECT_THAT(help.out, HasSubstr("usage: sandfence version\n"));
 }
 
 TEST(VersionTest, TopLevelHelpListsTheVersionCommand) {
-  Outcome run = RunSandfence({"help"});
+  CliRun run = RunSandfence({"help"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("\n  version "));
 }

@@ -7,10 +7,7 @@
 //   SANDFENCE_UPDATE_GOLDEN=1 ./golden_test
 // and review the diff of tests/compile/golden/.
 #include <cctype>
-#include <cstdlib>
-#include <fstream>
 #include <ostream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -55,13 +52,6 @@ RolloutEndpoints TypicalRollout(bool required_tool) {
   return endpoints;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class GoldenTest : public ::testing::TestWithParam<Golden> {};
 
 TEST_P(GoldenTest, MatchesTheGoldenFile) {
@@ -92,17 +82,7 @@ TEST_P(GoldenTest, MatchesTheGoldenFile) {
     actual = FormatCompiledPolicyText(*compiled);
   }
 
-  std::string path = SourcePath(absl::StrCat("tests/compile/golden/", g.file));
-  // Only "1" rewrites, and a rewriting run never passes.
-  const char* update = std::getenv("SANDFENCE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    std::ofstream(path) << actual;
-    FAIL() << "rewrote " << path << ": review the diff, then run again "
-           << "without SANDFENCE_UPDATE_GOLDEN";
-  }
-  EXPECT_EQ(actual, ReadFile(path))
-      << "output differs from " << path
-      << " (SANDFENCE_UPDATE_GOLDEN=1 rewrites it)";
+  ExpectGolden(absl::StrCat("tests/compile/golden/", g.file), actual);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -67,7 +67,7 @@ std::string PolicyText(uint16_t tool_port) {
       )pb");
 }
 
-class DaemonTest : public ::testing::Test {
+class DaemonTest : public DaemonTestBase {
  protected:
   void SetUp() override {
     SANDFENCE_REQUIRE_ROOT();
@@ -90,19 +90,6 @@ class DaemonTest : public ::testing::Test {
     return req;
   }
 
-  grpc::Status Start(const v1::StartRolloutRequest& req,
-                     v1::StartRolloutResponse* resp) {
-    return daemon_->Start(req, resp);
-  }
-  grpc::Status SetPhase(const std::string& id, const std::string& phase,
-                        v1::SetPhaseResponse* resp = nullptr) {
-    return daemon_->SetPhase(id, phase, resp);
-  }
-  grpc::Status End(const std::string& id, v1::EndRolloutResponse* resp) {
-    return daemon_->End(id, resp);
-  }
-  v1::ListRolloutsResponse List() { return daemon_->List(); }
-
   // The attempts of a record as "phase tcp addr:port verdict".
   static std::multiset<std::string> Attempts(const v1::RolloutRecord& r) {
     std::multiset<std::string> out;
@@ -115,7 +102,6 @@ class DaemonTest : public ::testing::Test {
   }
 
   Listener model_, tool_, forbidden_;
-  std::unique_ptr<DaemonProcess> daemon_;
 };
 
 // Every sandbox holds a link fd per hook. Started with a low soft fd limit

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cgroup.h"
 #include "common/unique_fd.h"
@@ -308,6 +309,38 @@ class DaemonProcess {
   pid_t pid_ = -1;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Sandfence::Stub> stub_;
+};
+
+// Whether the record has a warning of `kind` whose text holds every part.
+inline bool HasWarning(const v1::RolloutRecord& rec, v1::WarningKind kind,
+                       const std::vector<std::string>& parts) {
+  for (const v1::RecordWarning& w : rec.warning()) {
+    if (w.kind() != kind) continue;
+    bool all = true;
+    for (const std::string& p : parts) all &= absl::StrContains(w.text(), p);
+    if (all) return true;
+  }
+  return false;
+}
+
+// The base of a suite whose tests drive one daemon (daemon_, started by
+// the suite's SetUp), with the daemon's calls by name.
+class DaemonTestBase : public ::testing::Test {
+ protected:
+  grpc::Status Start(const v1::StartRolloutRequest& req,
+                     v1::StartRolloutResponse* resp) {
+    return daemon_->Start(req, resp);
+  }
+  grpc::Status SetPhase(const std::string& id, const std::string& phase,
+                        v1::SetPhaseResponse* resp = nullptr) {
+    return daemon_->SetPhase(id, phase, resp);
+  }
+  grpc::Status End(const std::string& id, v1::EndRolloutResponse* resp) {
+    return daemon_->End(id, resp);
+  }
+  v1::ListRolloutsResponse List() { return daemon_->List(); }
+
+  std::unique_ptr<DaemonProcess> daemon_;
 };
 
 // Runs net_probe OP ADDR PORT inside the cgroup at `path`; returns its exit

@@ -17,7 +17,6 @@
 #include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +31,7 @@
 #include "records/journal.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
+#include "support/test_files.h"
 
 namespace sandfence::testing {
 namespace {
@@ -45,18 +45,6 @@ constexpr int kKilled = 128 + SIGKILL;
 std::string ReachClient() {
   const char* env = getenv("SANDFENCE_REACH_CLIENT");
   return env ? env : SANDFENCE_REACH_CLIENT_PATH;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-bool Exists(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
 }
 
 std::vector<std::string> ListDir(const std::string& dir) {
@@ -112,7 +100,7 @@ struct AgentResult {
   std::string out;
 };
 
-class DaemonReachTest : public ::testing::Test {
+class DaemonReachTest : public DaemonTestBase {
  protected:
   void SetUp() override {
     SANDFENCE_REQUIRE_ROOT();
@@ -161,18 +149,6 @@ class DaemonReachTest : public ::testing::Test {
     return req;
   }
 
-  grpc::Status Start(const v1::StartRolloutRequest& req,
-                     v1::StartRolloutResponse* resp) {
-    return daemon_->Start(req, resp);
-  }
-  grpc::Status SetPhase(const std::string& id, const std::string& phase,
-                        v1::SetPhaseResponse* resp = nullptr) {
-    return daemon_->SetPhase(id, phase, resp);
-  }
-  grpc::Status End(const std::string& id, v1::EndRolloutResponse* resp) {
-    return daemon_->End(id, resp);
-  }
-  v1::ListRolloutsResponse List() { return daemon_->List(); }
   std::string GuardStatus() {
     grpc::ClientContext ctx;
     v1::HealthResponse h;
@@ -206,7 +182,7 @@ class DaemonReachTest : public ::testing::Test {
     }
     absl::StatusOr<int> status = WaitForExit(*child);
     r.status = status.ok() ? *status : -1;
-    r.out = ReadAll(out);
+    r.out = FileContents(out);
     return r;
   }
 
@@ -221,7 +197,6 @@ class DaemonReachTest : public ::testing::Test {
   Listener model_, tool_, forbidden_;
   std::string out_dir_;
   int agents_ = 0;
-  std::unique_ptr<DaemonProcess> daemon_;
 };
 
 // net_probe in the cgroup at `path`, moved there through cgroup.procs
@@ -260,17 +235,6 @@ bool HasGuardEvent(const v1::RolloutRecord& rec, const std::string& what,
                    const std::string& action) {
   for (const v1::GuardEntry& g : rec.guard_event()) {
     if (g.what() == what && g.action() == action) return true;
-  }
-  return false;
-}
-
-bool HasWarning(const v1::RolloutRecord& rec, v1::WarningKind kind,
-                const std::vector<std::string>& parts) {
-  for (const v1::RecordWarning& w : rec.warning()) {
-    if (w.kind() != kind) continue;
-    bool all = true;
-    for (const std::string& p : parts) all &= absl::StrContains(w.text(), p);
-    if (all) return true;
   }
   return false;
 }
@@ -398,9 +362,9 @@ TEST_F(DaemonReachTest, E3RootAgentCannotUnpinOrTouchStateAndRecord) {
   // The journal the daemon writes while the rollout runs.
   const std::string journal =
       absl::StrCat(daemon_->dirs().records(), "/e3-agent.record");
-  ASSERT_TRUE(Exists(journal)) << journal;
+  ASSERT_TRUE(PathExists(journal)) << journal;
   std::string state = StateFile("e3-agent");
-  ASSERT_TRUE(Exists(state)) << state;
+  ASSERT_TRUE(PathExists(state)) << state;
 
   // 1. Unpin its own links.
   AgentResult rm = RunAgent(cg, absl::StrCat("exec rm -rf ", links));
@@ -411,26 +375,26 @@ TEST_F(DaemonReachTest, E3RootAgentCannotUnpinOrTouchStateAndRecord) {
   } else {
     EXPECT_EQ(rm.status, kKilled) << rm.out;
   }
-  EXPECT_TRUE(Exists(links));
+  EXPECT_TRUE(PathExists(links));
   // 2. Write its own record (appending: no truncation).
   AgentResult write =
       RunAgent(cg, absl::StrCat("echo REACH-MARKER >>", journal));
   EXPECT_EQ(write.status, lsm ? 2 : kKilled) << write.out;
-  EXPECT_THAT(ReadAll(journal), Not(HasSubstr("REACH-MARKER")));
+  EXPECT_THAT(FileContents(journal), Not(HasSubstr("REACH-MARKER")));
   // 3. Move its state file away (then 4. unlink whatever name it has).
   const std::string moved = absl::StrCat(daemon_->dirs().state(), "/moved");
   AgentResult mv = RunAgent(cg, absl::StrCat("exec mv -f ", state, " ", moved));
   EXPECT_EQ(mv.status, lsm ? 1 : kKilled) << mv.out;
   if (lsm) {
-    EXPECT_TRUE(Exists(state));
-    EXPECT_FALSE(Exists(moved));
-  } else if (!Exists(state)) {
+    EXPECT_TRUE(PathExists(state));
+    EXPECT_FALSE(PathExists(moved));
+  } else if (!PathExists(state)) {
     state = moved;  // signal mode: the rename ran before the kill
   }
   AgentResult unlink = RunAgent(cg, absl::StrCat("exec rm -f ", state));
   EXPECT_EQ(unlink.status, lsm ? 1 : kKilled) << unlink.out;
   if (lsm) {
-    EXPECT_TRUE(Exists(state));
+    EXPECT_TRUE(PathExists(state));
   }
 
   // Enforcement holds; the daemon still serves the rollout.
@@ -451,7 +415,8 @@ TEST_F(DaemonReachTest, E3RootAgentCannotUnpinOrTouchStateAndRecord) {
       << GuardEvents(rec);
   EXPECT_TRUE(HasGuardEvent(rec, "protected_write", action))
       << GuardEvents(rec);
-  EXPECT_THAT(ReadAll(ended.record_path()), Not(HasSubstr("REACH-MARKER")));
+  EXPECT_THAT(FileContents(ended.record_path()),
+              Not(HasSubstr("REACH-MARKER")));
 }
 
 // E3 (the crash's side): a link pin is gone (the test removes it, as an
@@ -587,7 +552,8 @@ TEST_F(DaemonReachTest, E9DeeperThanSixteenLevels) {
   EXPECT_EQ(s.error_code(), grpc::FAILED_PRECONDITION) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("level 17"));
   EXPECT_THAT(s.error_message(), HasSubstr("16"));
-  EXPECT_FALSE(Exists(LinkDir(ref->id))) << "the level-17 cgroup was attached";
+  EXPECT_FALSE(PathExists(LinkDir(ref->id)))
+      << "the level-17 cgroup was attached";
   EXPECT_EQ(List().rollout_size(), 0);
 
   v1::StartRolloutResponse started;
@@ -635,7 +601,7 @@ TEST_F(DaemonReachTest, E10CrashDuringSetPhaseTrustsTheKernel) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   const std::string cg = started.cgroup_path();
   const std::string state = StateFile("e10-1");
-  const std::string before = ReadAll(state);
+  const std::string before = FileContents(state);
   ASSERT_FALSE(before.empty()) << state;
 
   ASSERT_TRUE(SetPhase("e10-1", "agent").ok());
@@ -646,7 +612,7 @@ TEST_F(DaemonReachTest, E10CrashDuringSetPhaseTrustsTheKernel) {
     std::ofstream out(state, std::ios::binary | std::ios::trunc);
     out << before;
   }
-  ASSERT_EQ(ReadAll(state), before);
+  ASSERT_EQ(FileContents(state), before);
   daemon_->Stop(SIGKILL);
   daemon_->Start();
 
@@ -881,7 +847,7 @@ TEST_F(DaemonReachTest, FindingInvalidUtf8IsInvalidArgumentNamingTheField) {
   v1::ListRolloutsResponse list = List();
   ASSERT_EQ(list.rollout_size(), 1);
   EXPECT_EQ(list.rollout(0).phase(), "setup");
-  EXPECT_FALSE(Exists(daemon_->dirs().cgroups + "/utf8-2"));
+  EXPECT_FALSE(PathExists(daemon_->dirs().cgroups + "/utf8-2"));
   v1::EndRolloutResponse ended;
   ASSERT_TRUE(End("utf8-1", &ended).ok());
 }

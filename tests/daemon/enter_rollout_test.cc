@@ -9,7 +9,6 @@
 // binaries, `sandfence enter` and the static sandfence-enter. Then the
 // refusals, each with its exit status and words. 127.0.0.2 plays the model
 // server, 127.0.0.3 a tool, 127.0.0.4 somewhere forbidden; loopback only.
-#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -22,24 +21,24 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/numbers.h"
 #include "confine/confine.h"
 #include "daemon/daemon_fixture.h"
 #include "egress/egress_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "host/pin_layout.h"
+#include "support/child_process.h"
 #include "support/counting_unix_service.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
+#include "support/test_files.h"
+#include "support/unix_attacks.h"
 
 namespace sandfence::testing {
 namespace {
@@ -59,18 +58,6 @@ std::string StaticEnter() {
   return env ? env : SANDFENCE_ENTER_STATIC_PATH;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-bool Exists(const std::string& path) {
-  struct stat st {};
-  return lstat(path.c_str(), &st) == 0;
-}
-
 // The cgroup v2 path of `path` as /proc/<pid>/cgroup spells it.
 std::string CgroupLine(const std::string& path) {
   absl::StatusOr<std::string> mount = FindCgroup2Mount();
@@ -80,84 +67,9 @@ std::string CgroupLine(const std::string& path) {
 }
 
 bool WaitForFile(const std::string& path) {
-  for (int i = 0; i < 2000 && !Exists(path); ++i) usleep(10 * 1000);
-  return Exists(path);
+  for (int i = 0; i < 2000 && !PathExists(path); ++i) usleep(10 * 1000);
+  return PathExists(path);
 }
-
-// A process started by the test: argv exec'd with stdout and stderr in
-// files, in a session of its own, optionally moved into a cgroup first (a
-// container's entrypoint starts in its sandbox), with a given stdin, or as
-// another user (the unconfined controls).
-struct ChildOptions {
-  std::string join_cgroup;
-  int stdin_fd = -1;
-  int uid = 0;
-};
-
-class Child {
- public:
-  Child(std::vector<std::string> argv, const std::string& dir,
-        const ChildOptions& opts = {})
-      : out_(absl::StrCat(dir, "/out.", ++n_)),
-        err_(absl::StrCat(dir, "/err.", n_)) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      setsid();
-      int o = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int e = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (opts.stdin_fd >= 0) {
-        dup2(opts.stdin_fd, 0);
-      } else {
-        int null = open("/dev/null", O_RDONLY);
-        dup2(null, 0);
-      }
-      dup2(o, 1);
-      dup2(e, 2);
-      if (!opts.join_cgroup.empty()) {
-        int fd = open((opts.join_cgroup + "/cgroup.procs").c_str(),
-                      O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, "0", 1) != 1) _exit(120);
-        close(fd);
-      }
-      if (opts.uid != 0 &&
-          (setgroups(0, nullptr) != 0 || setresgid(opts.uid, opts.uid,
-                                                   opts.uid) != 0 ||
-           setresuid(opts.uid, opts.uid, opts.uid) != 0)) {
-        _exit(121);
-      }
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-  pid_t pid() const { return pid_ > 0 ? pid_ : last_pid_; }
-  int Wait() {
-    int st = 0;
-    if (pid_ > 0) {
-      waitpid(pid_, &st, 0);
-      last_pid_ = pid_;
-      pid_ = -1;
-      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-    return status_;
-  }
-  std::string out() const { return ReadFile(out_); }
-  std::string err() const { return ReadFile(err_); }
-
- private:
-  static inline int n_ = 0;
-  pid_t pid_ = -1, last_pid_ = -1;
-  int status_ = -1;
-  std::string out_, err_;
-};
 
 // A process outside every sandbox that only waits, in the host's PID
 // namespace: what the entered agent can name. Killed and reaped at the end.
@@ -187,7 +99,8 @@ class Victim {
   bool Alive() const {
     int status;
     if (waitpid(pid_, &status, WNOHANG) != 0) return false;
-    const std::string stat = ReadFile(absl::StrCat("/proc/", pid_, "/stat"));
+    const std::string stat =
+        FileContents(absl::StrCat("/proc/", pid_, "/stat"));
     const size_t paren = stat.rfind(')');
     return paren != std::string::npos && paren + 2 < stat.size() &&
            stat[paren + 2] != 'Z';
@@ -225,17 +138,6 @@ struct Row {
     return std::move(*this);
   }
 };
-
-bool HasWarning(const v1::RolloutRecord& rec, v1::WarningKind kind,
-                const std::vector<std::string>& parts) {
-  for (const v1::RecordWarning& w : rec.warning()) {
-    if (w.kind() != kind) continue;
-    bool all = true;
-    for (const std::string& p : parts) all &= absl::StrContains(w.text(), p);
-    if (all) return true;
-  }
-  return false;
-}
 
 int CountWarnings(const v1::RolloutRecord& rec, v1::WarningKind kind) {
   int n = 0;
@@ -469,17 +371,16 @@ TEST_F(EnterRolloutTest, RolloutEntryIsConfinedJudgedAndRecorded) {
   const DaemonDirs& d = daemon_->dirs();
   const std::string state = absl::StrCat(d.state(), "/", id, ".state");
   const std::string journal = absl::StrCat(d.records(), "/", id, ".record");
-  ASSERT_TRUE(Exists(state)) << state;
+  ASSERT_TRUE(PathExists(state)) << state;
   const PinLayout pins = PinsOf(d.pin_dir);
-  ASSERT_TRUE(Exists(pins.HostMap())) << pins.HostMap();
+  ASSERT_TRUE(PathExists(pins.HostMap())) << pins.HostMap();
   const std::string mnt = dir_ + "/mnt";
   ASSERT_EQ(mount("sf", mnt.c_str(), "tmpfs", 0, "size=64k"), 0)
       << strerror(errno);
   const std::string procs = started.cgroup_path() + "/cgroup.procs";
   auto exists = [](std::string path) {
-    return std::function<std::string()>([path] {
-      return Exists(path) ? "" : path + " is gone";
-    });
+    return std::function<std::string()>(
+        [path] { return PathExists(path) ? "" : path + " is gone"; });
   };
   auto daemon_alive = [this]() -> std::string {
     int status;
@@ -608,7 +509,6 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
                    .cgroup_path()
                    .empty());
   const PinLayout pins = PinsOf(daemon_->dirs().pin_dir);
-  std::map<std::string, int> got;
   int host_accepted = 0, listed_accepted = 0, abstract_accepted = 0;
   std::string out, err;
   {
@@ -632,7 +532,7 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
     EXPECT_EQ(c->Wait(), 0) << c->out() << c->err() << daemon_->Log();
     // Once a process entered supervised (and the rollout is still open),
     // nothing of it is on the host's system calls.
-    EXPECT_FALSE(Exists(pins.HostLink("unix_bind")))
+    EXPECT_FALSE(PathExists(pins.HostLink("unix_bind")))
         << "the bind tracker is attached for a supervised rollout";
     out = c->out();
     err = c->err();
@@ -642,28 +542,11 @@ TEST_F(EnterRolloutTest, AnEnteredAgentReachesNoHostSocketOrOtherFamily) {
   }
   unlink(listed_path.c_str());
   rmdir(listed_tmpl);
-  for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    int code = -1;
-    if (f.size() == 2 && absl::SimpleAtoi(f[1], &code)) got[f[0]] = code;
-  }
+  std::map<std::string, int> got = ParseUnixAttacks(out);
   std::cout << "[ ROW  ] " << absl::StrReplaceAll(out, {{"\n", ", "}})
             << "\n";
   ASSERT_EQ(got.size(), 13u) << out << err << daemon_->Log();
-  EXPECT_EQ(got["tmpfs_rebind"], 100 + EPERM) << "attack 2's namespace";
-  EXPECT_EQ(got["listed_overmount"], 100 + EPERM) << "attack 4's namespace";
-  EXPECT_EQ(got["io_uring"], EPERM) << "attack 1's ring";
-  EXPECT_EQ(got["userns_mount"], EPERM) << "attacks 2 and 4's namespaces";
-  EXPECT_EQ(got["swap_plain"], EPERM) << "the plain swap (0: it talked)";
-  EXPECT_EQ(got["fork_swap"], EPERM) << "attack 3 (0: the parent talked)";
-  EXPECT_EQ(got["relative_swap"], EPERM) << "a relative name elsewhere";
-  EXPECT_EQ(got["short_address"], EPERM)
-      << "an own path by name, past the supervisor";
-  EXPECT_EQ(got["own_threaded"], 0)
-      << "the control: a threaded program reaches its own socket";
-  EXPECT_EQ(got["listed"], 0) << "the control: a listed path is reached";
-  EXPECT_EQ(got["abstract_host"], EPERM) << "the host's abstract socket";
-  EXPECT_EQ(got["own_abstract"], 0) << "the control: its own abstract name";
+  ExpectUnixAttacksRefused(got);
   EXPECT_EQ(got["vsock"], EPERM) << "a family no hook judges";
   EXPECT_EQ(abstract_accepted, 0);
   EXPECT_EQ(listed_accepted, 1);
@@ -704,7 +587,7 @@ TEST_F(EnterRolloutTest, AnExistingCgroupKeepsTheTrackerAfterAnEntry) {
   EXPECT_EQ(c->Wait(), 0) << c->out() << c->err() << daemon_->Log();
   EXPECT_THAT(daemon_->Log(),
               HasSubstr("an entered process's socket calls are supervised"));
-  EXPECT_TRUE(Exists(PinsOf(daemon_->dirs().pin_dir).HostLink("unix_bind")))
+  EXPECT_TRUE(PathExists(PinsOf(daemon_->dirs().pin_dir).HostLink("unix_bind")))
       << "the tracker went, for a cgroup not the daemon's own";
   End(id);
 }
@@ -999,7 +882,7 @@ TEST_F(EnterRolloutTest, Refusals) {
     for (const std::string& s : c.says) {
       EXPECT_THAT(child->err(), HasSubstr(s));
     }
-    EXPECT_FALSE(Exists(ran)) << "the command ran";
+    EXPECT_FALSE(PathExists(ran)) << "the command ran";
     unlink(ran.c_str());
     std::cout << "[ REFUSED ] " << c.what << ": exit " << c.status << ": "
               << child->err().substr(0, child->err().find('\n')) << "\n";
@@ -1021,7 +904,7 @@ TEST_F(EnterRolloutTest, Refusals) {
                         nobody);
   EXPECT_EQ(not_root->Wait(), 77) << not_root->err();
   EXPECT_THAT(not_root->err(), HasSubstr("needs root for --rollout"));
-  EXPECT_FALSE(Exists(ran));
+  EXPECT_FALSE(PathExists(ran));
   // The refused enters left no entry in either record.
   EXPECT_EQ(CountWarnings(End(off), v1::WARNING_ENTERED), 0);
   EXPECT_EQ(CountWarnings(End(on), v1::WARNING_ENTERED), 0);

@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "dns/message.h"
+#include "dns/sockaddr.h"
 #include "dns/wire.h"
 
 namespace sandfence::dns::testing {
@@ -24,22 +24,6 @@ sockaddr_in Loopback(uint16_t port) {
   sin.sin_addr.s_addr = htonl(0x7f000001);
   sin.sin_port = htons(port);
   return sin;
-}
-
-socklen_t ToSockaddr(const HostPort& hp, sockaddr_storage* ss) {
-  std::memset(ss, 0, sizeof(*ss));
-  if (hp.addr.is_v4()) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(ss);
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons(hp.port);
-    std::memcpy(&sin->sin_addr, hp.addr.bytes(), 4);
-    return sizeof(sockaddr_in);
-  }
-  auto* sin6 = reinterpret_cast<sockaddr_in6*>(ss);
-  sin6->sin6_family = AF_INET6;
-  sin6->sin6_port = htons(hp.port);
-  std::memcpy(&sin6->sin6_addr, hp.addr.bytes(), 16);
-  return sizeof(sockaddr_in6);
 }
 
 bool ReadFull(int fd, char* buf, size_t n, absl::Time deadline) {

@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "egress/net_event.h"
+#include "support/egress_kernel_fixture.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
@@ -21,43 +22,24 @@
 namespace sandfence::testing {
 namespace {
 
-class AuditE2eTest : public ::testing::Test {
+class AuditE2eTest : public EgressKernelTest {
  protected:
-  static void TearDownTestSuite() {
-    delete controller_;
-    controller_ = nullptr;
-    if (!TestCgroupRoot().empty()) rmdir(TestCgroupRoot().c_str());
-  }
-
   void SetUp() override {
-    SANDFENCE_REQUIRE_ROOT();
     SANDFENCE_REQUIRE_HOST(HostIpv6Loopback());
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
-    if (!controller_) {
-      auto c = EgressController::Create(PrivateHost());
-      ASSERT_TRUE(c.ok()) << c.status();
-      controller_ = c->release();
-    }
+    EgressKernelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     model_ = Listen("127.0.0.2");
     tool_ = Listen("127.0.0.3");
     forbidden_ = Listen("127.0.0.4");
     v6_ = Listen("::1");
     v6_other_ = Listen("::1");
-    auto reader = NetEventReader::Create(
-        controller_->events_fd(),
-        [this](const NetEvent& e) { events_.push_back(e); });
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    reader_ = *std::move(reader);
+    ReadEvents();
   }
 
   void TearDown() override {
+    EgressKernelTest::TearDown();
     // Innermost (last) first: a cgroup with a child cannot be removed.
-    while (!sandboxes_.empty()) {
-      if (controller_) {
-        controller_->RemoveSandbox(sandboxes_.back().id()).IgnoreError();
-      }
-      sandboxes_.pop_back();
-    }
+    while (!sandboxes_.empty()) sandboxes_.pop_back();
   }
 
   // The model at 127.0.0.2 and ::1 on v6_'s port (TCP and UDP), plus
@@ -73,32 +55,12 @@ class AuditE2eTest : public ::testing::Test {
     return p;
   }
 
-  // A sandbox at `parent`/name (parent "": the test root), with `phase`.
+  // A sandbox at `parent`/name (parent "": the test root), with `phase`;
+  // kept until TearDown.
   const Cgroup& NewSandbox(const CompiledPhase& phase,
                            const std::string& parent = "") {
-    static int n = 0;
-    const std::string dir = parent.empty() ? TestCgroupRoot() : parent;
-    auto cg = Cgroup::Create(absl::StrCat(dir, "/audit", ++n, "-", getpid()));
-    EXPECT_TRUE(cg.ok()) << cg.status();
-    absl::Status s =
-        controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
-    EXPECT_TRUE(s.ok()) << s;
-    sandboxes_.push_back(*std::move(cg));
+    sandboxes_.push_back(EgressKernelTest::NewSandbox(phase, parent));
     return sandboxes_.back();
-  }
-
-  int Probe(const Cgroup& sandbox, std::vector<std::string> args,
-            bool keep_caps = false) {
-    SpawnOptions o;
-    o.cgroup_fd = sandbox.fd();
-    o.argv = {NetProbePath()};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
-    o.drop_privileges = !keep_caps;
-    auto pid = SpawnInCgroup(o);
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    if (!pid.ok()) return -1;
-    auto status = WaitForExit(*pid);
-    return status.ok() ? *status : -1;
   }
 
   // The events since the last call (earlier tests' are dropped).
@@ -121,14 +83,9 @@ class AuditE2eTest : public ::testing::Test {
 
   static std::string Port(uint16_t p) { return std::to_string(p); }
 
-  static EgressController* controller_;
   Listener model_, tool_, forbidden_, v6_, v6_other_;
   std::deque<Cgroup> sandboxes_;  // references stay valid as it grows
-  std::unique_ptr<NetEventReader> reader_;
-  std::vector<NetEvent> events_;
 };
-
-EgressController* AuditE2eTest::controller_ = nullptr;
 
 // Each row: an attempt an enforcing phase denies (the table of
 // egress_e2e_test), which the audit phase lets through, reported once as a
@@ -165,7 +122,7 @@ TEST_F(AuditE2eTest, AnAuditPhaseLetsForbiddenAttemptsThroughAsWouldDeny) {
   uint64_t would_deny = 0;
   for (const Case& c : cases) {
     if (c.arrives) DrainDatagrams(*c.arrives);
-    const int got = Probe(sb, c.args, c.keep_caps);
+    const int got = Probe(sb, c.args, /*new_netns=*/false, c.keep_caps);
     EXPECT_EQ(got, 0) << c.name << ": " << ProbeOutcome(got)
                       << " instead of going through";
     if (c.arrives) {

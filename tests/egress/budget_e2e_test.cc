@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "egress/net_event.h"
+#include "support/egress_kernel_fixture.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
@@ -24,35 +25,14 @@ namespace {
 
 constexpr uint64_t kUploadBudget = 1u << 20;
 
-class BudgetE2eTest : public ::testing::Test {
+class BudgetE2eTest : public EgressKernelTest {
  protected:
-  static void TearDownTestSuite() {
-    delete controller_;
-    controller_ = nullptr;
-    if (!TestCgroupRoot().empty()) rmdir(TestCgroupRoot().c_str());
-  }
-
   void SetUp() override {
-    SANDFENCE_REQUIRE_ROOT();
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
-    if (!controller_) {
-      auto c = EgressController::Create(PrivateHost());
-      ASSERT_TRUE(c.ok()) << c.status();
-      controller_ = c->release();
-    }
+    EgressKernelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     model_ = Listen("127.0.0.2");
     other_ = Listen("127.0.0.3");
-    auto reader = NetEventReader::Create(
-        controller_->events_fd(),
-        [this](const NetEvent& e) { events_.push_back(e); });
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    reader_ = *std::move(reader);
-  }
-
-  void TearDown() override {
-    for (uint64_t id : sandbox_ids_) {
-      if (controller_) controller_->RemoveSandbox(id).IgnoreError();
-    }
+    ReadEvents();
   }
 
   // Both listeners' addresses, TCP and UDP, on their ports, and the budget.
@@ -64,31 +44,6 @@ class BudgetE2eTest : public ::testing::Test {
                              UdpRule("127.0.0.3", other_.port)});
     p.egress_budget = budget;
     return p;
-  }
-
-  Cgroup NewSandbox(const CompiledPhase& phase) {
-    static int n = 0;
-    auto cg = Cgroup::Create(
-        absl::StrCat(TestCgroupRoot(), "/budget", ++n, "-", getpid()));
-    EXPECT_TRUE(cg.ok()) << cg.status();
-    absl::Status s =
-        controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
-    EXPECT_TRUE(s.ok()) << s;
-    sandbox_ids_.push_back(cg->id());
-    return *std::move(cg);
-  }
-
-  int Probe(const Cgroup& sandbox, std::vector<std::string> args) {
-    SpawnOptions o;
-    o.cgroup_fd = sandbox.fd();
-    o.argv = {NetProbePath()};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
-    o.drop_privileges = true;
-    auto pid = SpawnInCgroup(o);
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    if (!pid.ok()) return -1;
-    auto status = WaitForExit(*pid);
-    return status.ok() ? *status : -1;
   }
 
   // The sandbox's denials since the last call with `reason`.
@@ -113,14 +68,8 @@ class BudgetE2eTest : public ::testing::Test {
     return *c->budget;
   }
 
-  static EgressController* controller_;
   Listener model_, other_;
-  std::vector<uint64_t> sandbox_ids_;
-  std::unique_ptr<NetEventReader> reader_;
-  std::vector<NetEvent> events_;
 };
-
-EgressController* BudgetE2eTest::controller_ = nullptr;
 
 // Accepts one connection on l and reads everything until it has been idle
 // for idle_ms; returns the bytes read.

@@ -16,6 +16,7 @@
 #include "common/unique_fd.h"
 #include "egress/net_event.h"
 #include "host/host_state.h"
+#include "support/egress_kernel_fixture.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
@@ -88,44 +89,12 @@ bool Pending(int s) {
   return poll(&p, 1, 0) == 1;
 }
 
-class DnsRedirectTest : public ::testing::Test {
+class DnsRedirectTest : public EgressKernelTest {
  protected:
-  static void TearDownTestSuite() {
-    delete controller_;
-    controller_ = nullptr;
-    if (!TestCgroupRoot().empty()) rmdir(TestCgroupRoot().c_str());
-  }
-
   void SetUp() override {
-    SANDFENCE_REQUIRE_ROOT();
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
-    if (!controller_) {
-      auto c = EgressController::Create(PrivateHost());
-      ASSERT_TRUE(c.ok()) << c.status();
-      controller_ = c->release();
-    }
+    EgressKernelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     model_ = Listen("127.0.0.2");
-  }
-
-  void TearDown() override {
-    // Innermost first: a nested sandbox was added after its parent.
-    for (auto it = sandbox_ids_.rbegin(); it != sandbox_ids_.rend(); ++it) {
-      if (controller_) controller_->RemoveSandbox(*it).IgnoreError();
-    }
-  }
-
-  Cgroup NewSandbox(const CompiledPhase& phase, std::string path = "") {
-    static int n = 0;
-    if (path.empty()) {
-      path = absl::StrCat(TestCgroupRoot(), "/dns", ++n, "-", getpid());
-    }
-    auto cg = Cgroup::Create(path);
-    EXPECT_TRUE(cg.ok()) << cg.status();
-    absl::Status s =
-        controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
-    EXPECT_TRUE(s.ok()) << s;
-    sandbox_ids_.push_back(cg->id());
-    return *std::move(cg);
   }
 
   void SetTarget(const Cgroup& sb, const Target& t) {
@@ -133,32 +102,12 @@ class DnsRedirectTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s;
   }
 
-  pid_t Start(const Cgroup& sb, std::vector<std::string> args) {
-    SpawnOptions o;
-    o.cgroup_fd = sb.fd();
-    o.argv = {NetProbePath()};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
-    auto pid = SpawnInCgroup(o);
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    return pid.ok() ? *pid : -1;
-  }
-
-  static int Wait(pid_t pid) {
-    if (pid <= 0) return -1;
-    auto status = WaitForExit(pid);
-    return status.ok() ? *status : -1;
-  }
-
-  int Probe(const Cgroup& sb, std::vector<std::string> args) {
-    return Wait(Start(sb, std::move(args)));
-  }
-
   // A query from the sandbox that the target answers: the probe's status
   // (0: answered, and the client saw the server it asked).
   int Query(const Cgroup& sb, const Target& t, const char* op,
             const char* addr) {
     const bool tcp = std::string(op) == "tcp-query";
-    pid_t pid = Start(sb, {op, addr, "53"});
+    pid_t pid = Start(sb, {NetProbePath(), op, addr, "53"});
     const bool answered =
         tcp ? AnswerTcp(t.sockets.tcp.get()) : AnswerUdp(t.sockets.udp.get());
     const int status = Wait(pid);
@@ -168,12 +117,8 @@ class DnsRedirectTest : public ::testing::Test {
     return status;
   }
 
-  static EgressController* controller_;
   Listener model_;
-  std::vector<uint64_t> sandbox_ids_;
 };
-
-EgressController* DnsRedirectTest::controller_ = nullptr;
 
 // --- The attacker's cases ---------------------------------------------------
 
@@ -385,7 +330,7 @@ TEST_F(DnsRedirectTest, AnAuditJudgeRedirectsAndLeavesItsDenialsToTheRules) {
 
   // Inside an enforcing sandbox with no rule for port 53: denied there.
   Cgroup outer = NewSandbox(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.3", 9)}));
-  Cgroup inner = NewSandbox(audit, outer.path() + "/inner");
+  Cgroup inner = NewSandbox(audit, outer.path());
   EXPECT_EQ(Probe(inner, {"udp-sendto", "127.0.0.154", "53"}), EPERM);
   EXPECT_FALSE(Pending(resolver.udp.get()));
 }
@@ -410,8 +355,8 @@ TEST_F(DnsRedirectTest, AnInheritPhaseIsUntouched) {
 TEST_F(DnsRedirectTest, NestedSandboxesTheDeepestRestrictedOneJudgesDns) {
   Target inner_t = MakeTarget(10), outer_t = MakeTarget(11);
   Cgroup outer = NewSandbox(Phase(v1::MODEL_ONLY, {TcpRule("127.0.0.3", 9)}));
-  Cgroup inner = NewSandbox(Filtered({TcpRule("127.0.0.2", model_.port)}),
-                            outer.path() + "/inner");
+  Cgroup inner =
+      NewSandbox(Filtered({TcpRule("127.0.0.2", model_.port)}), outer.path());
   SetTarget(inner, inner_t);
   EXPECT_EQ(Query(inner, inner_t, "udp-query", "127.0.0.53"), 0)
       << "the outer sandbox denied the inner one's redirected query";

@@ -25,6 +25,7 @@
 #include "common/unique_fd.h"
 #include "egress/net_event.h"
 #include "host/host_state.h"
+#include "support/egress_kernel_fixture.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "tests/egress/egress_fixture.h"
@@ -32,25 +33,12 @@
 namespace sandfence::testing {
 namespace {
 
-class EgressE2eTest : public ::testing::Test {
+class EgressE2eTest : public EgressKernelTest {
  protected:
-  static void TearDownTestSuite() {
-    delete controller_;
-    controller_ = nullptr;
-    if (!TestCgroupRoot().empty()) rmdir(TestCgroupRoot().c_str());
-  }
-
   void SetUp() override {
-    SANDFENCE_REQUIRE_ROOT();
     SANDFENCE_REQUIRE_HOST(HostIpv6Loopback());
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
-    // Loaded once, in a test (not SetUpTestSuite) so that a kernel that
-    // refuses the programs fails every case instead of skipping them.
-    if (!controller_) {
-      auto c = EgressController::Create(PrivateHost());
-      ASSERT_TRUE(c.ok()) << c.status();
-      controller_ = c->release();
-    }
+    EgressKernelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     model_ = Listen("127.0.0.2");
     model_other_ = Listen("127.0.0.2");
     tool_ = Listen("127.0.0.3");
@@ -58,11 +46,7 @@ class EgressE2eTest : public ::testing::Test {
     resolver_ = Listen("127.0.0.5", 0);
     v6_ = Listen("::1");
     v6_other_ = Listen("::1");
-    auto reader = NetEventReader::Create(
-        controller_->events_fd(),
-        [this](const NetEvent& e) { events_.push_back(e); });
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    reader_ = *std::move(reader);
+    ReadEvents();
   }
 
   // The hooks that denied something in `sandbox` since the last call, in
@@ -100,52 +84,8 @@ class EgressE2eTest : public ::testing::Test {
            << (got.empty() ? "no hook" : got);
   }
 
-  // A fresh sandbox with `phase` attached; removed (and its processes
-  // killed) when the test ends.
-  Cgroup NewSandbox(const CompiledPhase& phase) {
-    static int n = 0;
-    auto cg = Cgroup::Create(
-        absl::StrCat(TestCgroupRoot(), "/sb", ++n, "-", getpid()));
-    EXPECT_TRUE(cg.ok()) << cg.status();
-    absl::Status s =
-        controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
-    EXPECT_TRUE(s.ok()) << s;
-    sandbox_ids_.push_back(cg->id());
-    return *std::move(cg);
-  }
-
-  void TearDown() override {
-    for (uint64_t id : sandbox_ids_) {
-      if (controller_) controller_->RemoveSandbox(id).IgnoreError();
-    }
-  }
-
-  // Runs net_probe in the sandbox and returns its exit status.
-  // keep_caps: root with every capability (CAP_NET_RAW: raw sockets reach
-  // cgroup/sock_create instead of failing in the kernel's capability check).
-  int Probe(const Cgroup& sandbox, std::vector<std::string> args,
-            bool new_netns = false, bool keep_caps = false) {
-    SpawnOptions o;
-    o.cgroup_fd = sandbox.fd();
-    o.argv = {NetProbePath()};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
-    o.new_netns = new_netns;
-    o.drop_privileges = !keep_caps;
-    auto pid = SpawnInCgroup(o);
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    if (!pid.ok()) return -1;
-    auto status = WaitForExit(*pid);
-    return status.ok() ? *status : -1;
-  }
-
-  static EgressController* controller_;
   Listener model_, model_other_, tool_, forbidden_, resolver_, v6_, v6_other_;
-  std::vector<uint64_t> sandbox_ids_;
-  std::unique_ptr<NetEventReader> reader_;
-  std::vector<NetEvent> events_;
 };
-
-EgressController* EgressE2eTest::controller_ = nullptr;
 
 std::string Port(uint16_t p) { return std::to_string(p); }
 

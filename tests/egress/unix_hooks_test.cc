@@ -28,6 +28,7 @@
 #include "egress/net_event.h"
 #include "egress_fixture.h"
 #include "gtest/gtest.h"
+#include "support/egress_kernel_fixture.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 
@@ -86,22 +87,11 @@ class UnixService {
   std::thread thread_;
 };
 
-class UnixHooksTest : public ::testing::Test {
+class UnixHooksTest : public EgressKernelTest {
  protected:
-  static void TearDownTestSuite() {
-    delete controller_;
-    controller_ = nullptr;
-    if (!TestCgroupRoot().empty()) rmdir(TestCgroupRoot().c_str());
-  }
-
   void SetUp() override {
-    SANDFENCE_REQUIRE_ROOT();
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
-    if (!controller_) {
-      auto c = EgressController::Create(PrivateHost());
-      ASSERT_TRUE(c.ok()) << c.status();
-      controller_ = c->release();
-    }
+    EgressKernelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     // A kernel without the hooks skips; one that has them and refuses
     // sandfence's programs fails.
     if (!controller_->unix_checks()) {
@@ -122,8 +112,7 @@ class UnixHooksTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (uint64_t id : sandbox_ids_)
-      controller_->RemoveSandbox(id).IgnoreError();
+    EgressKernelTest::TearDown();
     if (!dir_.empty()) rmdir(dir_.c_str());
   }
 
@@ -143,34 +132,21 @@ class UnixHooksTest : public ::testing::Test {
 
   Cgroup NewSandbox(const CompiledPhase& phase,
                     const std::string& parent = "") {
-    static int n = 0;
-    auto cg =
-        Cgroup::Create(absl::StrCat(parent.empty() ? TestCgroupRoot() : parent,
-                                    "/unix", ++n, "-", getpid()));
-    EXPECT_TRUE(cg.ok()) << cg.status();
-    absl::Status s =
-        controller_->AddSandbox(cg->fd(), cg->ref(), phase).status();
-    EXPECT_TRUE(s.ok()) << s;
+    Cgroup cg = EgressKernelTest::NewSandbox(phase, parent);
     // As Sandbox::Start does: its own paths known by the bind tracker.
-    if (s.ok() && phase.restricted() && phase.unix_checked) {
-      s = controller_->SetUnixTraits(cg->id(), {.tracked = true});
+    if (phase.restricted() && phase.unix_checked) {
+      absl::Status s = controller_->SetUnixTraits(cg.id(), {.tracked = true});
       EXPECT_TRUE(s.ok()) << s;
     }
-    sandbox_ids_.insert(sandbox_ids_.begin(), cg->id());  // inner first
-    return *std::move(cg);
+    return cg;
   }
 
+  // unix_probe OP NAME [TARGET] in the sandbox: its exit status.
   int Probe(const Cgroup& sandbox, const std::string& op,
             const std::string& name, const std::string& target = "") {
-    SpawnOptions o;
-    o.cgroup_fd = sandbox.fd();
-    o.argv = {SANDFENCE_UNIX_PROBE_PATH, op, name};
-    if (!target.empty()) o.argv.push_back(target);
-    auto pid = SpawnInCgroup(o);
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    if (!pid.ok()) return -1;
-    auto status = WaitForExit(*pid);
-    return status.ok() ? *status : -1;
+    std::vector<std::string> argv = {SANDFENCE_UNIX_PROBE_PATH, op, name};
+    if (!target.empty()) argv.push_back(target);
+    return Wait(Start(sandbox, std::move(argv)));
   }
 
   // The hook an attempt's event names.
@@ -178,14 +154,11 @@ class UnixHooksTest : public ::testing::Test {
     return lsm_ ? SF_HOOK_UNIX_STREAM_CONNECT : SF_HOOK_CONNECT_UNIX;
   }
 
-  static EgressController* controller_;
   static int counter_;
   bool lsm_ = false;
   std::string dir_, tag_;
-  std::vector<uint64_t> sandbox_ids_;
 };
 
-EgressController* UnixHooksTest::controller_ = nullptr;
 int UnixHooksTest::counter_ = 0;
 
 UnixName PathName(const std::string& p) { return UnixName{p, false}; }

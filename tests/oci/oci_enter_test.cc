@@ -21,7 +21,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,51 +29,27 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "confine/confine.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/child_process.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "support/test_files.h"
 #include "tests/daemon/daemon_fixture.h"
 #include "tests/egress/egress_fixture.h"
+#include "tests/oci/oci_fixture.h"
 
 namespace sandfence::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kRunc[] = "/usr/sbin/runc";
 constexpr char kPodman[] = "/usr/bin/podman";
 constexpr char kBusybox[] = "/bin/busybox";
 
 std::string StaticEnter() {
   const char* env = getenv("SANDFENCE_ENTER_STATIC");
   return env ? env : SANDFENCE_ENTER_STATIC_PATH;
-}
-
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool WaitFor(const std::string& path, int ms = 30000) {
-  for (int i = 0; i < ms / 10 && access(path.c_str(), F_OK) != 0; ++i) {
-    usleep(10 * 1000);
-  }
-  return access(path.c_str(), F_OK) == 0;
 }
 
 // Whether an ELF executable asks for a program interpreter (is dynamic).
@@ -98,64 +73,11 @@ uint64_t CapEff(const std::string& status) {
   return std::stoull(status.substr(at + 8, 16), nullptr, 16);
 }
 
-// A child process with its stdout and stderr in files.
-class Child {
- public:
-  Child(std::vector<std::string> argv, const std::string& dir)
-      : out_(absl::StrCat(dir, "/out.", ++n_)),
-        err_(absl::StrCat(dir, "/err.", n_)) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      setsid();
-      int o = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int e = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int null = open("/dev/null", O_RDONLY);
-      dup2(null, 0);
-      dup2(o, 1);
-      dup2(e, 2);
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-  int Wait() {
-    int st = 0;
-    if (pid_ > 0) waitpid(pid_, &st, 0);
-    pid_ = -1;
-    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return status_;
-  }
-  bool Running() const {
-    int st;
-    return pid_ > 0 && waitpid(pid_, &st, WNOHANG) == 0;
-  }
-  std::string out() const { return Slurp(out_); }
-  std::string err() const { return Slurp(err_); }
-
- private:
-  static inline int n_ = 0;
-  pid_t pid_ = -1;
-  int status_ = -1;
-  std::string out_, err_;
-};
-
-class OciEnterTest : public ::testing::Test {
+class OciEnterTest : public OciTest {
  protected:
   void SetUp() override {
-    SANDFENCE_REQUIRE_ROOT();
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
-    if (access(kRunc, X_OK) != 0) {
-      GTEST_SKIP() << "needs runc (" << kRunc
-                   << "; scripts/install-deps.sh --test installs it)";
-    }
+    OciTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     if (StaticEnter().empty()) {
       GTEST_SKIP() << "sandfence-enter is not built here (no static libc or "
                       "Abseil archives: userspace/enter/CMakeLists.txt)";
@@ -171,12 +93,6 @@ class OciEnterTest : public ::testing::Test {
       GTEST_SKIP() << "this host cannot confine (Landlock + seccomp): "
                    << support->Usable().message();
     }
-    absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = std::make_unique<ScopedTempDir>(*std::move(dir));
-    for (const char* d : {"policies", "shared", "runc"}) {
-      ASSERT_EQ(mkdir(dir_->Path(d).c_str(), 0755), 0) << d;
-    }
     chmod(dir_->Path("shared").c_str(), 0777);
     model_ = Listen("127.0.0.2");
     forbidden_ = Listen("127.0.0.4");
@@ -188,22 +104,7 @@ class OciEnterTest : public ::testing::Test {
                                 "phase { name: \"agent\" network_access: "
                                 "MODEL_ONLY guard { mode: LANDLOCK } }\n")
                     .ok());
-    daemon_ = std::make_unique<DaemonProcess>(
-        MakeDaemonDirs("oci-enter"),
-        std::vector<std::string>{"--policy-dir", dir_->Path("policies")});
-    daemon_->Start();
-  }
-
-  void TearDown() override {
-    if (dir_ != nullptr) {
-      for (const std::string& id : ids_) {
-        Child kill({kRunc, "--root", dir_->Path("runc"), "delete", "--force",
-                    id},
-                   dir_->path());
-        kill.Wait();
-      }
-    }
-    daemon_.reset();
+    StartDaemon("oci-enter");
   }
 
   std::map<std::string, std::string> Annotations(const std::string& rollout) {
@@ -301,14 +202,6 @@ class OciEnterTest : public ::testing::Test {
     return bundle;
   }
 
-  std::unique_ptr<Child> Runc(const std::string& bundle,
-                              const std::string& id) {
-    return std::make_unique<Child>(
-        std::vector<std::string>{kRunc, "--root", dir_->Path("runc"), "run",
-                                 "--bundle", bundle, id},
-        dir_->path());
-  }
-
   std::string Id(absl::string_view what) const {
     return absl::StrCat("sf-oci-enter-", what, "-", getpid());
   }
@@ -323,10 +216,7 @@ class OciEnterTest : public ::testing::Test {
     return show.out();
   }
 
-  std::unique_ptr<ScopedTempDir> dir_;
-  std::unique_ptr<DaemonProcess> daemon_;
   Listener model_, forbidden_;
-  std::vector<std::string> ids_;
 };
 
 // runc: the same busybox image and script with and without sandfence-enter
@@ -397,13 +287,14 @@ TEST_F(OciEnterTest, AnExecIntoTheContainerIsOutsideTheAgentsDomain) {
     std::vector<std::string> args = {"/bin/sh", "-c", script};
     if (enter) args.insert(args.begin(), {"/.sandfence-enter", "--"});
     auto c = Runc(Bundle(id, Annotations(id), args), id);
-    ASSERT_TRUE(WaitFor(shared + "/ready")) << c->err() << daemon_->Log();
+    ASSERT_TRUE(WaitFor(shared + "/ready", 30000))
+        << c->err() << daemon_->Log();
     Child exec({kRunc, "--root", dir_->Path("runc"), "exec", id, "/bin/sh",
                 "-c",
                 "echo $$ > /x/victim.tmp; busybox mv /x/victim.tmp /x/victim; "
                 "exec busybox sleep 1000"},
                dir_->path());
-    ASSERT_TRUE(WaitFor(shared + "/done")) << c->out() << c->err();
+    ASSERT_TRUE(WaitFor(shared + "/done", 30000)) << c->out() << c->err();
     if (enter) {
       EXPECT_TRUE(exec.Running()) << "the exec'd process died";
     } else {
@@ -431,27 +322,8 @@ TEST_F(OciEnterTest, PodmanEntrypointConfinesTheAgentUnderTheHooksPolicy) {
     GTEST_SKIP() << "needs podman (scripts/install-deps.sh --test installs it)";
   }
   const std::string hooks = dir_->Path("hooks.d");
-  ASSERT_EQ(mkdir(hooks.c_str(), 0755), 0);
-  for (const char* name : {"sandfence-create.json", "sandfence-stop.json"}) {
-    google::protobuf::Struct hook;
-    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                    Slurp(absl::StrCat(SANDFENCE_SOURCE, "/packaging/oci/",
-                                       name)),
-                    &hook)
-                    .ok())
-        << name;
-    auto* h = (*hook.mutable_fields())["hook"].mutable_struct_value();
-    (*h->mutable_fields())["path"].set_string_value(SandfenceBinary());
-    auto* args = (*h->mutable_fields())["args"].mutable_list_value();
-    ASSERT_EQ(args->values_size(), 3) << name;
-    const std::string stage = args->values(2).string_value();
-    args->mutable_values(2)->set_string_value("--socket");
-    args->add_values()->set_string_value(daemon_->dirs().socket());
-    args->add_values()->set_string_value(stage);
-    std::string json;
-    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(hook, &json).ok());
-    std::ofstream(absl::StrCat(hooks, "/", name)) << json;
-  }
+  WriteHooksDir(hooks);
+  if (HasFatalFailure()) return;
   const std::string root = dir_->Path("podman-root");
   BusyboxRoot(root);
   auto podman = [&](const std::string& rollout,

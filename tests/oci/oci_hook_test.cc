@@ -11,7 +11,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,103 +18,23 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "support/child_process.h"
 #include "support/host_probe.h"
 #include "support/test_env.h"
 #include "support/test_files.h"
 #include "tests/daemon/daemon_fixture.h"
 #include "tests/egress/egress_fixture.h"
+#include "tests/oci/oci_fixture.h"
 
 namespace sandfence::testing {
 namespace {
 
-constexpr char kRunc[] = "/usr/sbin/runc";
-
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool WaitFor(const std::string& path, int ms = 20000) {
-  for (int i = 0; i < ms / 10 && access(path.c_str(), F_OK) != 0; ++i) {
-    usleep(10 * 1000);
-  }
-  return access(path.c_str(), F_OK) == 0;
-}
-
-// A child process with its stdout and stderr in files.
-class Child {
- public:
-  Child(std::vector<std::string> argv, const std::string& dir)
-      : out_(dir + "/out." + std::to_string(++n_)),
-        err_(dir + "/err." + std::to_string(n_)) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int o = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int e = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int null = open("/dev/null", O_RDONLY);
-      dup2(null, 0);
-      dup2(o, 1);
-      dup2(e, 2);
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-  // Its exit status (shell-style), once it ends.
-  int Wait() {
-    int st = 0;
-    if (pid_ > 0) waitpid(pid_, &st, 0);
-    pid_ = -1;
-    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return status_;
-  }
-  std::string out() const { return Slurp(out_); }
-  std::string err() const { return Slurp(err_); }
-
- private:
-  static inline int n_ = 0;
-  pid_t pid_ = -1;
-  int status_ = -1;
-  std::string out_, err_;
-};
-
-class OciHookTest : public ::testing::Test {
+class OciHookTest : public OciTest {
  protected:
   void SetUp() override {
-    SANDFENCE_REQUIRE_ROOT();
-    SANDFENCE_REQUIRE_HOST(HostKernelRunsEgress());
-    if (access(kRunc, X_OK) != 0) {
-      GTEST_SKIP() << "needs runc (" << kRunc
-                   << "; scripts/install-deps.sh --test installs it)";
-    }
-    absl::StatusOr<ScopedTempDir> dir = ScopedTempDir::Create();
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = std::make_unique<ScopedTempDir>(*std::move(dir));
-    for (const char* d : {"policies", "shared", "runc"}) {
-      ASSERT_EQ(mkdir(dir_->Path(d).c_str(), 0755), 0) << d;
-    }
+    OciTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     model_ = Listen("127.0.0.2");
     tool_ = Listen("127.0.0.3");
     forbidden_ = Listen("127.0.0.4");
@@ -127,23 +46,7 @@ class OciHookTest : public ::testing::Test {
                                 "phase { name: \"agent\" network_access: "
                                 "MODEL_AND_TOOLS }\n")
                     .ok());
-    daemon_ = std::make_unique<DaemonProcess>(
-        MakeDaemonDirs("oci"),
-        std::vector<std::string>{"--policy-dir", dir_->Path("policies")});
-    daemon_->Start();
-  }
-
-  void TearDown() override {
-    // A container left by a failed assertion dies before its cgroup goes.
-    if (dir_ != nullptr) {
-      for (const std::string& id : ids_) {
-        Child kill({kRunc, "--root", dir_->Path("runc"), "delete", "--force",
-                    id},
-                   dir_->path());
-        kill.Wait();
-      }
-    }
-    daemon_.reset();
+    StartDaemon("oci");
   }
 
   std::string Model() const {
@@ -220,14 +123,6 @@ class OciHookTest : public ::testing::Test {
     return bundle;
   }
 
-  std::unique_ptr<Child> Runc(const std::string& bundle,
-                              const std::string& id) {
-    return std::make_unique<Child>(
-        std::vector<std::string>{kRunc, "--root", dir_->Path("runc"), "run",
-                                 "--bundle", bundle, id},
-        dir_->path());
-  }
-
   // The host's system directories a root needs to run its programs: the
   // real ones are made in `root` (to be bound read-only) and returned; a
   // link among them (merged /usr: /bin -> usr/bin) is made as that link.
@@ -252,10 +147,7 @@ class OciHookTest : public ::testing::Test {
     return absl::StrCat("sf-oci-", what, "-", getpid());
   }
 
-  std::unique_ptr<ScopedTempDir> dir_;
-  std::unique_ptr<DaemonProcess> daemon_;
   Listener model_, tool_, forbidden_;
-  std::vector<std::string> ids_;
 };
 
 // The container's first instruction is already governed: its process is
@@ -358,8 +250,8 @@ TEST_F(OciHookTest, PhaseSwitchByRolloutIdWhileItRuns) {
                           "; echo agent=$?")),
       id);
   const std::string shared = dir_->Path("shared");
-  ASSERT_TRUE(WaitFor(shared + "/first")) << c->err() << daemon_->Log();
-  EXPECT_EQ(Slurp(shared + "/first"), "setup=1\n");
+  ASSERT_TRUE(WaitFor(shared + "/first", 20000)) << c->err() << daemon_->Log();
+  EXPECT_EQ(FileContents(shared + "/first"), "setup=1\n");
   Child phase({SandfenceBinary(), "phase", "--socket", daemon_->dirs().socket(),
                rollout, "agent"},
               dir_->path());
@@ -379,28 +271,8 @@ TEST_F(OciHookTest, PodmanRunsTheHooksDFiles) {
     GTEST_SKIP() << "needs podman (scripts/install-deps.sh --test installs it)";
   }
   const std::string hooks = dir_->Path("hooks.d");
-  ASSERT_EQ(mkdir(hooks.c_str(), 0755), 0);
-  for (const char* name : {"sandfence-create.json", "sandfence-stop.json"}) {
-    google::protobuf::Struct hook;
-    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                    Slurp(absl::StrCat(SANDFENCE_SOURCE, "/packaging/oci/",
-                                       name)),
-                    &hook)
-                    .ok())
-        << name;
-    auto* h = (*hook.mutable_fields())["hook"].mutable_struct_value();
-    (*h->mutable_fields())["path"].set_string_value(SandfenceBinary());
-    auto* args = (*h->mutable_fields())["args"].mutable_list_value();
-    ASSERT_EQ(args->values_size(), 3) << name;
-    ASSERT_EQ(args->values(1).string_value(), "oci-hook") << name;
-    const std::string stage = args->values(2).string_value();
-    args->mutable_values(2)->set_string_value("--socket");
-    args->add_values()->set_string_value(daemon_->dirs().socket());
-    args->add_values()->set_string_value(stage);
-    std::string json;
-    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(hook, &json).ok());
-    std::ofstream(absl::StrCat(hooks, "/", name)) << json;
-  }
+  WriteHooksDir(hooks);
+  if (HasFatalFailure()) return;
   const std::string root = dir_->Path("podman-root");
   ASSERT_EQ(mkdir(root.c_str(), 0755), 0);
   const std::vector<std::string> dirs = HostSystemDirs(root);

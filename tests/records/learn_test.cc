@@ -6,11 +6,9 @@
 // Records are written through the real recorder; names resolve through a
 // fake resolver; addresses are loopback only.
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -33,30 +31,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Only "1" rewrites, and a rewriting run never passes (tests/records'
-// convention: a golden is blessed by reading its diff).
-void ExpectGolden(absl::string_view name, const std::string& actual) {
-  const std::string path =
-      SourcePath(absl::StrCat("tests/records/golden/", name));
-  const char* update = std::getenv("SANDFENCE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    std::ofstream(path, std::ios::binary) << actual;
-    ADD_FAILURE() << "rewrote " << path << ": review the diff, then run "
-                  << "again without SANDFENCE_UPDATE_GOLDEN";
-    return;
-  }
-  EXPECT_EQ(actual, ReadAll(path))
-      << "golden " << name << " differs; the output was:\n"
-      << actual;
-}
 
 class LearnTest : public ::testing::Test {
  protected:
@@ -357,7 +331,7 @@ TEST_F(LearnTest, SuggestMatchesTheGoldenFile) {
   CommandOutput out = RunRecordsCommand({"suggest", three, mixed});
   EXPECT_EQ(out.exit_code, 0) << out.err;
   EXPECT_EQ(out.err, "");
-  ExpectGolden("suggest.textproto",
+  ExpectGolden("tests/records/golden/suggest.textproto",
                absl::StrReplaceAll(out.out, {{dir_->path(), "RECORDS"}}));
   // The golden is a policy, too.
   absl::StatusOr<CompiledPolicy> compiled = Compile(out.out);
@@ -489,7 +463,7 @@ TEST(SuggestCommandTest, ALossyRecordIsNamedInAWarning) {
   const std::string path = dir->Path("cut.sfrec");
   ASSERT_TRUE(RecordThreeHosts(path).ok());
   // Cut inside the trailer, as a crash would leave it.
-  const std::string bytes = ReadAll(path);
+  const std::string bytes = FileContents(path);
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       << bytes.substr(0, bytes.size() - 7);
   CommandOutput out = RunRecordsCommand({"suggest", path});

@@ -4,11 +4,10 @@
 // rewrite the golden files after an intended change, then review the diff.
 #include "records/report.h"
 
-#include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "cli/records_command.h"
 #include "gtest/gtest.h"
 #include "records/show_command.h"
@@ -17,31 +16,6 @@
 
 namespace sandfence::testing {
 namespace {
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void ExpectGolden(absl::string_view name, const std::string& actual) {
-  const std::string path =
-      SourcePath(absl::StrCat("tests/records/golden/", name));
-  // Only "1" rewrites, and a rewriting run never passes: a golden is
-  // blessed by reading its diff, not by a green run.
-  const char* update = std::getenv("SANDFENCE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    std::ofstream(path, std::ios::binary) << actual;
-    ADD_FAILURE() << "rewrote " << path << ": review the diff, then run "
-                  << "again without SANDFENCE_UPDATE_GOLDEN";
-    return;
-  }
-  const std::string expected = ReadAll(path);
-  EXPECT_EQ(actual, expected)
-      << "golden " << name << " differs; the output was:\n"
-      << actual;
-}
 
 class ReportTest : public ::testing::Test {
  protected:
@@ -96,7 +70,7 @@ TEST_F(ReportTest, ShowMatchesTheGoldenFiles) {
   for (const GoldenCase& c : cases) {
     std::string path = Record(c.golden, c.run);
     if (c.cut_bytes > 0) {
-      const std::string bytes = ReadAll(path);
+      const std::string bytes = FileContents(path);
       std::ofstream(path, std::ios::binary | std::ios::trunc)
           << bytes.substr(0, bytes.size() - c.cut_bytes);
     }
@@ -106,7 +80,7 @@ TEST_F(ReportTest, ShowMatchesTheGoldenFiles) {
     EXPECT_EQ(out.exit_code, 0) << c.golden << ": " << out.err;
     EXPECT_EQ(!out.err.empty(), c.warnings_on_stderr)
         << c.golden << ": " << out.err;
-    ExpectGolden(c.golden, out.out);
+    ExpectGolden(absl::StrCat("tests/records/golden/", c.golden), out.out);
   }
 }
 

@@ -1,17 +1,21 @@
 #include "support/test_files.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "gtest/gtest.h"
 
 namespace sandfence {
 namespace {
@@ -92,6 +96,31 @@ std::string BinaryDir() {
 
 std::string BinaryPath(absl::string_view relative) {
   return Join(BinaryDir(), relative);
+}
+
+std::string FileContents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+void ExpectGolden(absl::string_view golden, const std::string& actual) {
+  const std::string path = SourcePath(golden);
+  const char* update = std::getenv("SANDFENCE_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    ADD_FAILURE() << "rewrote " << path << ": review the diff, then run "
+                  << "again without SANDFENCE_UPDATE_GOLDEN";
+    return;
+  }
+  EXPECT_EQ(actual, FileContents(path))
+      << "output differs from " << path
+      << " (SANDFENCE_UPDATE_GOLDEN=1 rewrites it); the output was:\n"
+      << actual;
 }
 
 }  // namespace sandfence

@@ -1,7 +1,7 @@
-// Files for tests: a temporary directory that cleans up after itself, and
-// the source and build trees (ctest sets SANDFENCE_SOURCE_DIR and
+// Files for tests: a temporary directory that cleans up after itself, the
+// source and build trees (ctest sets SANDFENCE_SOURCE_DIR and
 // SANDFENCE_BINARY_DIR; a test binary run by hand falls back to the trees it
-// was configured from).
+// was configured from), reading files, and golden files.
 #ifndef SANDFENCE_TESTS_SUPPORT_TEST_FILES_H_
 #define SANDFENCE_TESTS_SUPPORT_TEST_FILES_H_
 
@@ -49,6 +49,17 @@ std::string SourcePath(absl::string_view relative);
 // The build tree's root, and a path under it.
 std::string BinaryDir();
 std::string BinaryPath(absl::string_view relative);
+
+// The whole file at `path`, as it is; "" when it cannot be read.
+std::string FileContents(const std::string& path);
+
+// Whether anything is at `path` (lstat: a dangling link counts).
+bool PathExists(const std::string& path);
+
+// Expects `actual` to equal the golden file at SourcePath(golden). With
+// SANDFENCE_UPDATE_GOLDEN=1 (only "1") it rewrites the file instead, and
+// fails: a golden is blessed by reading its diff, not by a green run.
+void ExpectGolden(absl::string_view golden, const std::string& actual);
 
 }  // namespace sandfence
 
