@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -40,6 +41,12 @@ absl::string_view RefusalName(Refusal refusal) {
       return "internal";
   }
   return "internal";
+}
+
+std::string Echo(absl::string_view s) {
+  if (s.size() <= 64) return absl::CHexEscape(s);
+  return absl::StrCat(absl::CHexEscape(s.substr(0, 64)), "... (", s.size(),
+                      " bytes)");
 }
 
 absl::Status Malformed(absl::string_view message) {

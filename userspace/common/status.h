@@ -34,6 +34,9 @@ absl::Status Malformed(absl::string_view message);
 absl::Status Rejected(absl::string_view message);
 absl::Status Unavailable(absl::string_view message);
 
+// A caller's string in a message: escaped, and cut if it is huge.
+std::string Echo(absl::string_view s);
+
 // What a refusal is about, carried with its status (as an absl payload)
 // from the site that knows it to where the status leaves the process: the
 // daemon's status details, the events' refusal line. No one parses the

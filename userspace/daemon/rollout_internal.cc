@@ -18,13 +18,6 @@
 namespace sandfence {
 namespace rollout_internal {
 
-// A caller's string in a message: escaped, and cut if it is huge.
-std::string Echo(absl::string_view s) {
-  if (s.size() <= 64) return absl::CHexEscape(s);
-  return absl::StrCat(absl::CHexEscape(s.substr(0, 64)), "... (", s.size(),
-                      " bytes)");
-}
-
 int64_t NowUnixNs() { return absl::ToUnixNanos(absl::Now()); }
 
 // The time of the last write to a journal: where a dead daemon's record
@@ -151,7 +144,7 @@ absl::Status ValidateRolloutId(absl::string_view id) {
         "may contain only letters, digits, '_', '-' and '.', and may not "
         "start with '.'";
     return about(Malformed(absl::StrCat("rollout_id \"",
-                                        rollout_internal::Echo(id), "\" ",
+                                        Echo(id), "\" ",
                                         reason)),
                  reason);
   }

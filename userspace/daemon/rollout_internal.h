@@ -65,8 +65,6 @@ class RolloutManager::OpenRollout {
 
 namespace rollout_internal {
 
-// A caller's string in a message: escaped, and cut if it is huge.
-std::string Echo(absl::string_view s);
 int64_t NowUnixNs();
 // The time of the last write to a journal: where a dead daemon's record
 // stops.

@@ -28,7 +28,6 @@
 namespace sandfence {
 
 using rollout_internal::CompileForRequest;
-using rollout_internal::Echo;
 using rollout_internal::NowUnixNs;
 using rollout_internal::OwnCgroupChain;
 using rollout_internal::SourceOf;

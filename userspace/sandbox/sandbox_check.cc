@@ -15,7 +15,6 @@
 namespace sandfence {
 
 using sandbox_internal::DnsUpstreams;
-using sandbox_internal::Echo;
 using sandbox_internal::PhaseNames;
 
 absl::StatusOr<SandboxCheck> Sandbox::Check(HostEnforcement* host,

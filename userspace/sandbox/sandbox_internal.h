@@ -21,9 +21,6 @@ namespace sandbox_internal {
 // "a, b, c": the policy's phase names, for messages.
 std::string PhaseNames(const CompiledPolicy& policy);
 
-// A caller's string in a message: escaped, and cut if it is huge.
-std::string Echo(absl::string_view s);
-
 // The BPF guard a sandbox's cgroup gets (nullopt: none, confinement alone
 // or off).
 std::optional<GuardMode> BpfGuardMode(const GuardInfo& guard);

@@ -21,15 +21,8 @@ std::string PhaseNames(const CompiledPolicy& policy) {
   return absl::StrJoin(names, ", ");
 }
 
-std::string Echo(absl::string_view s) {
-  if (s.size() <= 64) return absl::CHexEscape(s);
-  return absl::StrCat(absl::CHexEscape(s.substr(0, 64)), "... (", s.size(),
-                      " bytes)");
-}
-
 }  // namespace sandbox_internal
 
-using sandbox_internal::Echo;
 using sandbox_internal::PhaseNames;
 
 int Sandbox::PhaseIndex(absl::string_view name) const {
